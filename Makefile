@@ -1,6 +1,12 @@
 # Set-up, build, test and run. `make demo` and `make test` are the README's two commands:
-# each creates .venv, installs torch (from PIP_FIND_LINKS when set) and the build requirements,
-# builds the C++ ops and the Rust hashing extension, then runs.
+# each creates .venv, installs torch (from PIP_FIND_LINKS when set), the build requirements and the
+# environment packages, builds the C++ ops and the Rust hashing extension, then runs.
+#
+# pyagentrl is installed as a regular wheel, never in editable mode: an editable install leaves a .pth in
+# site-packages that runs an import hook and puts the repository root on sys.path of every process that uses the
+# venv, and pip's build isolation replays the venv's .pth files with sys.path emptied, so a later source build that
+# starts a bare `python` (fast-downward's, for alfworld) lost the standard library. A change to the package is
+# picked up by the next `make test` (a reinstall; the CMake build directory is kept, so only changed C++ rebuilds).
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -28,10 +34,10 @@ $(STAMP)/deps: $(STAMP)/torch requirements/build.txt requirements/test.txt requi
 	$(PIP) install -q --no-deps "verl==0.9.1"
 	touch $@
 
-# The C++ ops (pyagentrl._C), built against the venv's own torch: no build isolation.
-# The editable install maps the package's files when it is made: new modules need a reinstall too.
+# The C++ ops (pyagentrl._C), built against the venv's own torch: no build isolation. The CMake build directory
+# lives in the venv, so a build can never reuse a cache made against another environment's torch.
 $(STAMP)/ops: $(STAMP)/deps pyproject.toml CMakeLists.txt $(shell find csrc pyagentrl -type f -not -path '*/__pycache__/*')
-	$(PIP) install -q --no-build-isolation -e .
+	$(PIP) install -q --no-build-isolation -Cbuild-dir=$(VENV)/build/ops .
 	touch $@
 
 # The Rust state-hashing extension (pyagentrl_hash), an abi3 wheel built by maturin.
@@ -44,12 +50,14 @@ $(STAMP)/envs: $(STAMP)/deps requirements/envs.txt scripts/setup_envs.sh
 	bash scripts/setup_envs.sh $(PY)
 	touch $@
 
+# Console scripts, not `python -m`: `-m` puts the working directory first on sys.path, and from the repository root
+# that is the source tree, which has no compiled extension.
 demo: setup
-	$(PY) -m pyagentrl.demo
+	$(VENV)/bin/pyagentrl demo
 
 test: setup
 	cargo test -q --manifest-path rust_hash/Cargo.toml --no-default-features
-	$(PY) -m pytest -q tests
+	$(VENV)/bin/pytest -q tests
 
 lint: $(STAMP)/deps
 	$(PY) -m ruff check pyagentrl tests benchmarks

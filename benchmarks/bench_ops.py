@@ -33,11 +33,14 @@ from typing import Any
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks import loop_baseline
 from pyagentrl import ops
 from pyagentrl.adapters import verl as verl_adapter
 from pyagentrl.synthetic import StepBatch, make_step_batch
+
+# The baseline is the tests' loop oracle (tests/testkit): tests/ only, never the repository root, which would put the
+# source tree (without the compiled ops) before the installed pyagentrl.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from testkit import loop_oracle
 
 ROLLOUTS, STEPS, TOKENS, SHARED = 8, 50, 64, 0.4
 GAMMA, LAM = 0.95, 0.95
@@ -70,7 +73,7 @@ def anchor_texts(batch: StepBatch) -> np.ndarray:
 def verl_inputs(batch: StepBatch) -> dict[str, Any]:
     token_rewards = torch.zeros(batch.num_rows, TOKENS)
     token_rewards[:, 0] = batch.episode_scores
-    returns = ops.discounted_returns(batch.rewards, batch.traj_ids, batch.step_ids, gamma=GAMMA)
+    returns = ops.discounted_returns(batch.rewards, traj_ids=batch.traj_ids, step_ids=batch.step_ids, gamma=GAMMA)
     return {
         "token_level_rewards": token_rewards,
         "step_rewards": returns,
@@ -87,17 +90,27 @@ def workloads(batch: StepBatch) -> dict[str, Callable[[], Any]]:
     b = batch
 
     def gigpo() -> torch.Tensor:
-        returns = ops.discounted_returns(b.rewards, b.traj_ids, b.step_ids, gamma=GAMMA)
-        return ops.gigpo_advantage(b.episode_scores, returns, b.group_ids, b.anchor_ids, b.traj_ids)
+        returns = ops.discounted_returns(b.rewards, traj_ids=b.traj_ids, step_ids=b.step_ids, gamma=GAMMA)
+        return ops.gigpo_advantage(
+            b.episode_scores, returns, group_ids=b.group_ids, anchor_ids=b.anchor_ids, traj_ids=b.traj_ids
+        )
 
     def gagpo() -> torch.Tensor:
-        return ops.gagpo_advantage(b.rewards, b.group_ids, b.traj_ids, b.step_ids, b.anchor_ids, gamma=GAMMA, lam=LAM)
+        return ops.gagpo_advantage(
+            b.rewards,
+            group_ids=b.group_ids,
+            traj_ids=b.traj_ids,
+            step_ids=b.step_ids,
+            anchor_ids=b.anchor_ids,
+            gamma=GAMMA,
+            lam=LAM,
+        )
 
     kwargs = verl_inputs(b)
     traj_np, step_np = b.traj_ids.numpy(), b.step_ids.numpy()
 
     def loop_gigpo_advantage() -> torch.Tensor:
-        return loop_baseline.gigpo_outcome_advantage(
+        return loop_oracle.gigpo_outcome_advantage(
             kwargs["token_level_rewards"],
             kwargs["step_rewards"],
             kwargs["response_mask"],
@@ -107,8 +120,8 @@ def workloads(batch: StepBatch) -> dict[str, Callable[[], Any]]:
         )
 
     def loop_gagpo() -> torch.Tensor:
-        returns = ops.discounted_returns(b.rewards, b.traj_ids, b.step_ids, gamma=GAMMA)
-        return loop_baseline.gagpo_advantage(
+        returns = ops.discounted_returns(b.rewards, traj_ids=b.traj_ids, step_ids=b.step_ids, gamma=GAMMA)
+        return loop_oracle.gagpo_advantage(
             b.rewards, b.group_ids.numpy(), traj_np, step_np, b.anchor_ids.numpy(), returns, GAMMA, LAM
         )
 
@@ -116,7 +129,7 @@ def workloads(batch: StepBatch) -> dict[str, Callable[[], Any]]:
         "gigpo": gigpo,
         "gagpo": gagpo,
         "verl_adapter": lambda: verl_adapter.compute_gigpo_outcome_advantage(**kwargs),
-        "loop_discount": lambda: loop_baseline.discounted_returns(b.rewards, traj_np, step_np, GAMMA),
+        "loop_discount": lambda: loop_oracle.discounted_returns(b.rewards, traj_np, step_np, GAMMA),
         "loop_gigpo_advantage": loop_gigpo_advantage,
         "loop_gagpo": loop_gagpo,
     }
@@ -230,7 +243,7 @@ def render(rows: list[dict[str, Any]], memory: dict[str, dict[str, float]], larg
         f"Date: {datetime.date.today().isoformat()}",
         "",
         "Batch: tasks × 8 rollouts × 50 steps, rows shuffled, 64 response tokens per row. Times are medians.",
-        '"loop" = the per-row Python baseline in benchmarks/loop_baseline.py (the public reference\'s style).',
+        '"loop" = the per-row Python baseline in tests/testkit/loop_oracle.py (the public reference\'s style).',
         "",
         "| tasks | rows | rows in anchor groups ≥ 2 | returns + GiGPO (dense ids) | GAGPO | verl-agent adapter "
         "(text anchors) | loop discounting | loop GiGPO advantage | loop GAGPO (returns given) |",

@@ -42,23 +42,33 @@ def main() -> None:
     )
     print("Timings (one thread):")
     returns = timed(
-        "discounted returns (gamma 0.95)", lambda: ops.discounted_returns(b.rewards, b.traj_ids, b.step_ids, gamma=0.95)
+        "discounted returns (gamma 0.95)",
+        lambda: ops.discounted_returns(b.rewards, traj_ids=b.traj_ids, step_ids=b.step_ids, gamma=0.95),
     )
-    grpo = timed("GRPO episode advantage", lambda: ops.grpo_advantage(b.episode_scores, b.group_ids, b.traj_ids))
+    grpo = timed(
+        "GRPO episode advantage",
+        lambda: ops.grpo_advantage(b.episode_scores, group_ids=b.group_ids, traj_ids=b.traj_ids),
+    )
     gigpo = timed(
         "GiGPO advantage (episode + step, w = 1)",
-        lambda: ops.gigpo_advantage(b.episode_scores, returns, b.group_ids, b.anchor_ids, b.traj_ids),
+        lambda: ops.gigpo_advantage(
+            b.episode_scores, returns, group_ids=b.group_ids, anchor_ids=b.anchor_ids, traj_ids=b.traj_ids
+        ),
     )
     gagpo = timed(
         "GAGPO advantage (lambda 0.95)",
-        lambda: ops.gagpo_advantage(b.rewards, b.group_ids, b.traj_ids, b.step_ids, b.anchor_ids),
+        lambda: ops.gagpo_advantage(
+            b.rewards, group_ids=b.group_ids, traj_ids=b.traj_ids, step_ids=b.step_ids, anchor_ids=b.anchor_ids
+        ),
     )
-    tokens = timed("broadcast GiGPO advantage to tokens", lambda: ops.broadcast_to_tokens(gigpo, b.response_mask))
-    logp = (-torch.rand(b.response_mask.shape)).requires_grad_()
-    old = logp.detach() + 0.05 * torch.randn(b.response_mask.shape)
+    mask = b.response_mask
+    assert mask is not None  # make_step_batch gives every row response tokens
+    tokens = timed("broadcast GiGPO advantage to tokens", lambda: ops.broadcast_to_tokens(gigpo, mask))
+    logp = (-torch.rand(mask.shape)).requires_grad_()
+    old = logp.detach() + 0.05 * torch.randn(mask.shape)
 
     def loss_step() -> torch.Tensor:
-        out = ops.per_action_clipped_loss(logp, old, tokens, b.response_mask, clip_low=0.2, clip_high=0.28)
+        out = ops.per_action_clipped_loss(logp, old, tokens, mask, clip_low=0.2, clip_high=0.28)
         out.loss.backward()
         return out.loss
 
@@ -114,9 +124,11 @@ def real_rollouts(tasks: int = 8, group_size: int = 8, seed: int = 0) -> None:
     traj_ids = torch.tensor(rows["traj"])
     anchor_ids = torch.from_numpy(StateKeyer(mode="exact").assign(rows["anchor"], group_ids.numpy()))
     rewards = torch.tensor(rows["reward"], dtype=torch.float32)
-    returns = ops.discounted_returns(rewards, traj_ids, torch.tensor(rows["step"]), gamma=0.95)
+    returns = ops.discounted_returns(rewards, traj_ids=traj_ids, step_ids=torch.tensor(rows["step"]), gamma=0.95)
     scores = torch.tensor([float(won[t]) for t in rows["traj"]])
-    gigpo = ops.gigpo_advantage(scores, returns, group_ids, anchor_ids, traj_ids, norm="mean_norm")
+    gigpo = ops.gigpo_advantage(
+        scores, returns, group_ids=group_ids, anchor_ids=anchor_ids, traj_ids=traj_ids, norm="mean_norm"
+    )
     shared = float((torch.bincount(anchor_ids)[anchor_ids] >= 2).double().mean())
     print(
         f"\nReal rollouts: FrozenLake, {tasks} seeded maps x {group_size} random-policy rollouts: "

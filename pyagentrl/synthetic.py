@@ -4,24 +4,9 @@ across the rollouts of a task. Used by the demo, the benchmarks and the tests.""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
-
-@dataclass
-class StepBatch:
-    rewards: torch.Tensor  # float32 [R], step reward r_t (10·won on the last step, else 0)
-    episode_scores: torch.Tensor  # float32 [R], the episode score of the row's trajectory
-    group_ids: torch.Tensor  # int64 [R], task group
-    traj_ids: torch.Tensor  # int64 [R], dense trajectory id
-    step_ids: torch.Tensor  # int64 [R], position in the trajectory, 0..n-1
-    anchor_ids: torch.Tensor  # int64 [R], state key of the observation the action was taken from
-    response_mask: torch.Tensor  # float32 [R, L], 1 on the response tokens of each row
-
-    @property
-    def num_rows(self) -> int:
-        return self.rewards.numel()
+from pyagentrl.ops.batch import StepBatch
 
 
 def make_step_batch(

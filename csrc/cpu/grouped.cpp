@@ -1,7 +1,7 @@
-// Grouped statistics, group normalisation and pair factorisation on CPU.
+// Grouped statistics, group normalisation and pair factorisation on CPU (docs/algorithms.md (S1)-(S5), (G6)).
 // Statistics accumulate in double with a compensated (Neumaier) sum and a two-pass variance; a group
 // whose values are all equal gets its mean equal to that value and std exactly 0, so its members
-// normalise to exactly 0 (the float32 reference gives +-0.3..0.5 there, see reference/algorithms.md).
+// normalise to exactly 0 (the float32 reference gives +-0.3..0.5 there, see docs/algorithms.md (S4), (D5)).
 #include <torch/library.h>
 
 #include <cmath>

@@ -1,5 +1,5 @@
 // Per-action importance ratio and clipped PPO loss per token (GSPO-token construction, see
-// reference/algorithms.md). Every token of one action segment shares the ratio
+// docs/algorithms.md (L1)-(L3)). Every token of one action segment shares the ratio
 //   s = exp(sum_j m_j (logp_j - old_j) / max(sum_j m_j, 1)),
 // and the surrogate ratio of token j has value s and gradient s * d(logp_j), so the token's loss
 //   l_j = max(-A_j s, -A_j clip(s, 1 - clip_low, 1 + clip_high))

@@ -1,5 +1,6 @@
 // Backward recursions along trajectories whose rows may arrive in any order: discounted returns
-// (GiGPO Eq. 5) and the GAE-style recursion over a value proxy (GAGPO). Linear time: rows are
+// (GiGPO Eq. 5, docs/algorithms.md (G5)) and the GAE-style recursion over a value proxy (GAGPO,
+// docs/algorithms.md (V2)-(V3)). Linear time: rows are
 // bucketed by (trajectory, step) into one permutation, then each trajectory is scanned backwards.
 #include <torch/library.h>
 

@@ -4,7 +4,7 @@ The functions keep the originals' signatures and return values ``(advantages, re
 [B, L], and reproduce their numerics (statistics over step rows, unbiased std, ε added to σ, verl's
 singleton rules) to float32 rounding, with one deliberate difference: a group whose scores are all
 equal gets exactly 0 (the originals give ±0.3–0.5 there when the shared score is not exactly
-representable, see reference/algorithms.md).
+representable, see docs/algorithms.md (S4), (D5); §7 there lists all the originals' conventions).
 
 Wiring into verl: importing this module (or calling :func:`register_with_verl`) adds ``pyagentrl_grpo``,
 ``pyagentrl_gigpo`` and the policy loss ``pyagentrl_per_action`` to verl's registries when verl is
@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from pyagentrl.ops import _checks, broadcast_to_tokens, factorize, factorize_pairs, group_normalize
-from pyagentrl.ops.policy_loss import LOSS_AGG_MODES, aggregate_loss, per_action_clipped_loss
+from pyagentrl.ops.policy_loss import per_action_clipped_loss, reduce_token_loss
 from pyagentrl.ops.stats import NormMode
 
 _MODES: dict[str, NormMode] = {"mean_std_norm": "mean_std_norm", "mean_norm": "mean_norm"}
@@ -41,7 +41,8 @@ def compute_grpo_outcome_advantage(
     config: Any = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """verl's GRPO outcome advantage: score = sum of the row's token rewards, normalised within its
-    ``index`` (uid) group; a group of one keeps its raw score. Returns (advantages, returns)."""
+    ``index`` (uid) group; a group of one keeps its raw score. Returns (advantages, returns).
+    docs/algorithms.md (S3) over rows, with (S5) "raw"."""
     scores = _row_scores(token_level_rewards, response_mask)
     group_ids = _group_ids(index, scores)
     norm: NormMode = "mean_std_norm" if norm_adv_by_std_in_grpo else "mean_norm"
@@ -63,7 +64,8 @@ def compute_gigpo_outcome_advantage(
     enable_similarity: bool = False,
     similarity_thresh: float = 0.95,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """verl-agent's GiGPO advantage (gigpo/core_gigpo.py), same arguments and results.
+    """verl-agent's GiGPO advantage (gigpo/core_gigpo.py), same arguments and results (docs/algorithms.md
+    (G3)–(G8) with the conventions (D1)–(D4)).
 
     Episode level: row scores (sum of token rewards) normalised over all step rows of each ``index``
     group (a group of one keeps its raw score). Step level: ``step_rewards`` (the discounted step
@@ -114,8 +116,6 @@ def compute_policy_loss_per_action(
     clip = _config_value(config, "clip_ratio", 0.2)
     clip_low = _config_value(config, "clip_ratio_low", clip)
     clip_high = _config_value(config, "clip_ratio_high", clip)
-    if loss_agg_mode not in LOSS_AGG_MODES:
-        raise ValueError(f"loss_agg_mode must be one of {LOSS_AGG_MODES}, got {loss_agg_mode!r}")
     mask = response_mask.to(log_prob.dtype)
     out = per_action_clipped_loss(
         log_prob,
@@ -134,7 +134,7 @@ def compute_policy_loss_per_action(
 
         loss = agg_loss(loss_mat=token_loss, loss_mask=mask, loss_agg_mode=loss_agg_mode, **batch_info)
     elif rollout_is_weights is not None:
-        loss = aggregate_loss(token_loss, mask, loss_agg_mode)  # type: ignore[arg-type]
+        loss = reduce_token_loss(token_loss, mask, loss_agg_mode)  # the mode was checked by per_action_clipped_loss
     active = response_mask != 0
     approx_kl = (old_log_prob - log_prob).detach()[active].mean() if bool(active.any()) else log_prob.new_zeros(())
     metrics = {

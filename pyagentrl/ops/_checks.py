@@ -76,6 +76,13 @@ def norm_mode(mode: str, allowed: tuple[str, ...] = NORM_MODES) -> bool:
     return mode == "mean_std_norm"
 
 
+def singleton_rule(rule: str) -> bool:
+    """Checks a singleton rule and returns whether a lone member keeps its raw score."""
+    if rule not in ("zero", "raw"):
+        raise ValueError(f"singleton must be 'zero' or 'raw', got {rule!r}")
+    return rule == "raw"
+
+
 def finite_mask(mask: torch.Tensor, name: str) -> None:
     """A response mask: finite and non-negative (0 = not a response token). One min/max pass over the
     mask (NaN propagates into both), as masks are the largest inputs of the ops."""

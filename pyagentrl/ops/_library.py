@@ -9,6 +9,7 @@ the public API runs the PyTorch reference in :mod:`pyagentrl.ops.reference` inst
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 
 import torch
 
@@ -18,15 +19,36 @@ try:
     HAVE_EXTENSION = True
 except ImportError as exc:  # pragma: no cover - exercised only on broken installs
     HAVE_EXTENSION = False
-    warnings.warn(f"pyagentrl._C could not be loaded ({exc}); using the PyTorch reference ops", stacklevel=2)
+    _package = Path(__file__).resolve().parents[1]
+    _hint = (
+        f" pyagentrl was imported from its source tree ({_package}), which holds no compiled extension: `python -m`"
+        " and `python -c` put the working directory first on sys.path. Run from another directory, use the"
+        " `pyagentrl` command or `python -P`, or install in editable mode (`make dev`)."
+        if (_package.parent / "pyproject.toml").is_file()
+        else ""
+    )
+    warnings.warn(f"pyagentrl._C could not be loaded ({exc}); using the PyTorch reference ops.{_hint}", stacklevel=2)
+
+
+OP_NAMES = ("grouped_stats", "group_normalize", "factorize_pairs", "trajectory_gae", "per_action_clipped_loss")
+
+
+def _lookup_kernel(op_name: str, device_type: str) -> bool:
+    key = "CPU" if device_type == "cpu" else device_type.upper()
+    return HAVE_EXTENSION and bool(torch._C._dispatch_has_kernel_for_dispatch_key(f"pyagentrl::{op_name}", key))
+
+
+# Answered once per (op, device type) and kept in a plain dict: torch.compile traces a dict lookup, not the
+# dispatcher query, so the ops' Python wrappers stay inside one graph.
+_KERNELS = {(op, device): _lookup_kernel(op, device) for op in OP_NAMES for device in ("cpu", "cuda")}
 
 
 def has_kernel(op_name: str, device: torch.device) -> bool:
     """Whether ``torch.ops.pyagentrl.<op_name>`` has a compiled kernel for ``device``."""
-    if not HAVE_EXTENSION:
-        return False
-    key = "CPU" if device.type == "cpu" else device.type.upper()
-    return bool(torch._C._dispatch_has_kernel_for_dispatch_key(f"pyagentrl::{op_name}", key))
+    found = _KERNELS.get((op_name, device.type))
+    if found is None:
+        found = _KERNELS[(op_name, device.type)] = _lookup_kernel(op_name, device.type)
+    return found
 
 
 if HAVE_EXTENSION:

@@ -1,6 +1,6 @@
 """Critic-free advantage estimators on the flat layout (one row per environment step):
 GRPO (episode level), GiGPO (episode + anchor-state step level) and GAGPO (grouped value proxy + GAE).
-Equations: reference/algorithms.md; GiGPO = arXiv 2505.10978, GAGPO = arXiv 2605.13217.
+Equations: docs/algorithms.md; GiGPO = arXiv 2505.10978, GAGPO = arXiv 2605.13217.
 """
 
 from __future__ import annotations
@@ -10,22 +10,24 @@ from typing import Literal
 import torch
 
 from pyagentrl.ops import _checks
+from pyagentrl.ops._dispatch import run
 from pyagentrl.ops.ids import factorize_pairs
-from pyagentrl.ops.returns import discounted_returns, trajectory_gae
-from pyagentrl.ops.stats import NormMode, SingletonRule, group_normalize, grouped_stats
+from pyagentrl.ops.returns import has_contiguous_steps
+from pyagentrl.ops.stats import NormMode, SingletonRule
 
 
 def grpo_advantage(
     scores: torch.Tensor,
+    *,
     group_ids: torch.Tensor,
     traj_ids: torch.Tensor,
-    *,
     norm: NormMode = "mean_std_norm",
     eps: float = 1e-6,
     unbiased: bool = True,
     singleton: SingletonRule = "zero",
 ) -> torch.Tensor:
-    """Episode-level relative advantage A^E_τ = (R_τ − mean_g R) / (std_g R + ε) (GiGPO Eq. 3), or
+    """Episode-level relative advantage A^E_τ = (R_τ − mean_g R) / (std_g R + ε) (GiGPO Eq. 3;
+    docs/algorithms.md (E1)), or
     R_τ − mean_g R with ``norm="mean_norm"``, given to every row of τ.
 
     Statistics are taken once per trajectory, over the N rollouts of the group, whatever their lengths.
@@ -42,6 +44,9 @@ def grpo_advantage(
     x = _checks.float_values(scores, "scores")
     g = _checks.ids(group_ids, "group_ids", x.numel(), x.device)
     t = _checks.ids(traj_ids, "traj_ids", x.numel(), x.device)
+    scale = _checks.norm_mode(norm)
+    singleton_raw = _checks.singleton_rule(singleton)
+    eps = _checks.non_negative(eps, "eps")
     traj, num_trajs = factorize_pairs(g, t)
     lowest = torch.full((num_trajs,), float("inf"), dtype=x.dtype, device=x.device)
     traj_score = lowest.scatter_reduce(0, traj, x, "amin")
@@ -51,27 +56,45 @@ def grpo_advantage(
         row = int((traj == bad).nonzero()[0, 0])
         raise ValueError(f"scores differ within one trajectory (the one of row {row}); give each row its episode score")
     traj_group = torch.zeros_like(traj_score, dtype=torch.int64).scatter_(0, traj, g)
-    advantage = group_normalize(traj_score, traj_group, norm=norm, eps=eps, unbiased=unbiased, singleton=singleton)
-    return advantage[traj]
+    num_groups = int(g.max()) + 1
+    return episode_advantage(traj_score, traj_group, traj, num_groups, scale, eps, unbiased, singleton_raw)
+
+
+def episode_advantage(
+    traj_score: torch.Tensor,
+    traj_group: torch.Tensor,
+    traj_ids: torch.Tensor,
+    num_groups: int,
+    scale: bool,
+    eps: float,
+    unbiased: bool,
+    singleton_raw: bool,
+) -> torch.Tensor:
+    """Unchecked core of :func:`grpo_advantage` (docs/algorithms.md (E1)): the trajectories' scores [T] normalised
+    within their task groups, given to each row. Arguments as validated by the public function or a StepBatch."""
+    advantage = run(
+        "group_normalize", traj_score.device, traj_score, traj_group, num_groups, scale, unbiased, eps, singleton_raw
+    )
+    return advantage[traj_ids]
 
 
 def gigpo_advantage(
     episode_scores: torch.Tensor,
     step_returns: torch.Tensor,
+    *,
     group_ids: torch.Tensor,
     anchor_ids: torch.Tensor,
     traj_ids: torch.Tensor,
-    *,
     step_weight: float = 1.0,
     norm: NormMode = "mean_std_norm",
     eps: float = 1e-6,
     unbiased: bool = True,
     episode_singleton: SingletonRule = "zero",
 ) -> torch.Tensor:
-    """GiGPO advantage A_i = A^E_τ(i) + w · A^S_i (GiGPO Eq. 8).
+    """GiGPO advantage A_i = A^E_τ(i) + w · A^S_i (GiGPO Eq. 8; docs/algorithms.md (G3)–(G8)).
 
     A^E is :func:`grpo_advantage` of ``episode_scores`` (once per trajectory). A^S normalises the
-    discounted step returns G_i (Eq. 5: ``discounted_returns(rewards, traj_ids, step_ids, gamma)``, where
+    discounted step returns G_i (Eq. 5: ``discounted_returns(rewards, traj_ids=, step_ids=, gamma=)``, where
     the discount γ enters) within anchor-state groups: rows of one task group whose ``anchor_ids`` are
     equal (Eq. 6, 7). A step group of one row gets A^S = 0, and so does an all-equal one.
 
@@ -82,7 +105,13 @@ def gigpo_advantage(
         traj_ids: as in :func:`grpo_advantage`.
     """
     episode = grpo_advantage(
-        episode_scores, group_ids, traj_ids, norm=norm, eps=eps, unbiased=unbiased, singleton=episode_singleton
+        episode_scores,
+        group_ids=group_ids,
+        traj_ids=traj_ids,
+        norm=norm,
+        eps=eps,
+        unbiased=unbiased,
+        singleton=episode_singleton,
     )
     returns = _checks.float_values(step_returns, "step_returns")
     if returns.shape != episode.shape:
@@ -91,9 +120,18 @@ def gigpo_advantage(
         raise TypeError(f"step_returns is {returns.dtype} but episode_scores is {episode.dtype}; give both one dtype")
     weight = _checks.finite(step_weight, "step_weight")
     anchors = _checks.ids_any_value(anchor_ids, "anchor_ids", returns.numel(), returns.device)
-    step_groups, num_step_groups = factorize_pairs(group_ids, anchors)
-    step = group_normalize(returns, step_groups, num_step_groups, norm=norm, eps=eps, unbiased=unbiased)
+    state_ids, num_states = factorize_pairs(group_ids, anchors)
+    step = step_advantage(returns, state_ids, num_states, norm == "mean_std_norm", eps, unbiased)
     return episode + weight * step
+
+
+def step_advantage(
+    step_returns: torch.Tensor, state_ids: torch.Tensor, num_states: int, scale: bool, eps: float, unbiased: bool
+) -> torch.Tensor:
+    """Unchecked core of GiGPO's step level (docs/algorithms.md (G7)): the returns normalised within anchor-state
+    groups (dense (task group, state) ids); a lone or all-equal group gets 0."""
+    device = step_returns.device
+    return run("group_normalize", device, step_returns, state_ids, num_states, scale, unbiased, eps, False)
 
 
 NormOver = Literal["rows", "trajectories"]
@@ -101,11 +139,11 @@ NormOver = Literal["rows", "trajectories"]
 
 def gagpo_advantage(
     rewards: torch.Tensor,
+    *,
     group_ids: torch.Tensor,
     traj_ids: torch.Tensor,
     step_ids: torch.Tensor,
     anchor_ids: torch.Tensor,
-    *,
     gamma: float = 0.95,
     lam: float = 0.95,
     norm: NormMode | Literal["none"] = "mean_std_norm",
@@ -113,7 +151,7 @@ def gagpo_advantage(
     eps: float = 1e-6,
     unbiased: bool = True,
 ) -> torch.Tensor:
-    """GAGPO advantage (arXiv 2605.13217):
+    """GAGPO advantage (arXiv 2605.13217; docs/algorithms.md (V1)–(V6)):
 
     1. G_t = discounted return of each row (Eq. 5 of GiGPO).
     2. Grouped value proxy V̂(s) = mean of G over the rows of the same task group whose state key is
@@ -135,28 +173,64 @@ def gagpo_advantage(
             each trajectory.
     """
     r = _checks.float_values(rewards, "rewards")
-    anchors = _checks.ids_any_value(anchor_ids, "anchor_ids", r.numel(), r.device)
-    g = _checks.ids(group_ids, "group_ids", r.numel(), r.device)
-    if norm not in ("mean_std_norm", "mean_norm", "none"):
-        raise ValueError(f"norm must be 'mean_std_norm', 'mean_norm' or 'none', got {norm!r}")
+    n, device = r.numel(), r.device
+    anchors = _checks.ids_any_value(anchor_ids, "anchor_ids", n, device)
+    g = _checks.ids(group_ids, "group_ids", n, device)
+    traj = _checks.ids(traj_ids, "traj_ids", n, device)
+    step = _checks.ids(step_ids, "step_ids", n, device)
+    _checks.norm_mode(norm, ("mean_std_norm", "mean_norm", "none"))
     if norm_over not in ("rows", "trajectories"):
         raise ValueError(f"norm_over must be 'rows' or 'trajectories', got {norm_over!r}")
-    returns = discounted_returns(r, traj_ids, step_ids, gamma=gamma)
-    traj_group = _group_of_each_trajectory(g, traj_ids)
-    state_groups, num_states = factorize_pairs(g, anchors)
-    value = grouped_stats(returns, state_groups, num_states, unbiased=unbiased).mean[state_groups]
-    advantage = trajectory_gae(r, value, traj_ids, step_ids, gamma=gamma, lam=lam)
+    gamma = _checks.unit_interval(gamma, "gamma")
+    lam = _checks.unit_interval(lam, "lam")
+    eps = _checks.non_negative(eps, "eps")
+    num_trajs = int(traj.max()) + 1
+    if not has_contiguous_steps(traj, step, num_trajs):
+        raise ValueError("step_ids of each trajectory must be 0..n-1, each exactly once")
+    traj_group = _group_of_each_trajectory(g, traj, num_trajs)
+    state_ids, num_states = factorize_pairs(g, anchors)
+    num_groups = int(g.max()) + 1
+    return gae_advantage(
+        r, g, traj, step, state_ids, traj_group, num_groups, num_trajs, num_states, gamma, lam, norm, norm_over, eps,
+        unbiased,
+    )  # fmt: skip
+
+
+def gae_advantage(
+    rewards: torch.Tensor,
+    group_ids: torch.Tensor,
+    traj_ids: torch.Tensor,
+    step_ids: torch.Tensor,
+    state_ids: torch.Tensor,
+    traj_group: torch.Tensor,
+    num_groups: int,
+    num_trajs: int,
+    num_states: int,
+    gamma: float,
+    lam: float,
+    norm: str,
+    norm_over: str,
+    eps: float,
+    unbiased: bool,
+) -> torch.Tensor:
+    """Unchecked core of :func:`gagpo_advantage` (docs/algorithms.md (V1)–(V4)), on validated dense ids."""
+    device = rewards.device
+    returns = run("trajectory_gae", device, rewards, None, traj_ids, step_ids, num_trajs, gamma, 1.0)
+    value = run("grouped_stats", device, returns, state_ids, num_states, unbiased)[1][state_ids]
+    advantage = run("trajectory_gae", device, rewards, value, traj_ids, step_ids, num_trajs, gamma, lam)
     if norm == "none":
         return advantage
-    if norm_over == "rows":
-        return group_normalize(advantage, g, norm=norm, eps=eps, unbiased=unbiased)
     scale = norm == "mean_std_norm"
-    return _normalize_trajectories_equally(advantage, g, traj_ids, traj_group, scale=scale, eps=eps, unbiased=unbiased)
+    if norm_over == "rows":
+        return run("group_normalize", device, advantage, group_ids, num_groups, scale, unbiased, eps, False)
+    return _normalize_trajectories_equally(
+        advantage, group_ids, traj_ids, traj_group, num_groups, scale=scale, eps=eps, unbiased=unbiased
+    )
 
 
-def _group_of_each_trajectory(group_ids: torch.Tensor, traj_ids: torch.Tensor) -> torch.Tensor:
+def _group_of_each_trajectory(group_ids: torch.Tensor, traj_ids: torch.Tensor, num_trajs: int) -> torch.Tensor:
     """The task group of each trajectory id, checking that no trajectory has rows in two groups."""
-    traj_group = torch.zeros(int(traj_ids.max()) + 1, dtype=torch.int64, device=group_ids.device)
+    traj_group = torch.zeros(num_trajs, dtype=torch.int64, device=group_ids.device)
     traj_group.scatter_(0, traj_ids, group_ids)
     bad = traj_group[traj_ids] != group_ids
     if bool(bad.any()):
@@ -172,21 +246,22 @@ def _normalize_trajectories_equally(
     group_ids: torch.Tensor,
     traj_ids: torch.Tensor,
     traj_group: torch.Tensor,
+    num_groups: int,
     *,
     scale: bool,
     eps: float,
     unbiased: bool,
 ) -> torch.Tensor:
-    """(x − μ_g) / (σ_g + ε) with μ_g, σ_g weighted so that each trajectory of g weighs 1 in all."""
-    num_groups = int(group_ids.max()) + 1
-    length = torch.bincount(traj_ids)
+    """(x − μ_g) / (σ_g + ε) with μ_g, σ_g weighted so that each trajectory of g weighs 1 in all
+    (docs/algorithms.md (V4), ``norm_over="trajectories"``)."""
+    length = torch.bincount(traj_ids, minlength=traj_group.numel())
     w = 1.0 / length[traj_ids].double()
     xd = x.double()
     mass = torch.zeros(num_groups, dtype=torch.float64, device=x.device).index_add_(0, group_ids, w)
     mean = torch.zeros_like(mass).index_add_(0, group_ids, w * xd) / mass
     centered = xd - mean[group_ids]
     # A group whose values are all equal gets exactly 0, as in group_normalize (whose std is then exactly 0).
-    all_equal = grouped_stats(x, group_ids, num_groups).std == 0
+    all_equal = run("grouped_stats", x.device, x, group_ids, num_groups, True)[2] == 0
     centered = torch.where(all_equal[group_ids], torch.zeros_like(centered), centered)
     if not scale:
         return centered.to(x.dtype)

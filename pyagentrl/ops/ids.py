@@ -16,7 +16,8 @@ def factorize_pairs(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, int
     """Dense ids of the pairs (a_i, b_i), numbered in order of first appearance, and their count.
 
     This is how anchor-state groups are formed: pairs (task group, state key) never merge across
-    task groups, whatever the keys are (GiGPO Eq. 6). Any int64 values are accepted (hashes too).
+    task groups, whatever the keys are (GiGPO Eq. 6, docs/algorithms.md (G6)). Any int64 values are
+    accepted (hashes too).
     """
     at = _checks.tensor(a, "a")
     if at.dtype != torch.int64 or at.dim() != 1:

@@ -37,7 +37,7 @@ def per_action_clipped_loss(
     clip_high: float | None = None,
     loss_agg_mode: LossAggMode = "token-mean",
 ) -> PolicyLoss:
-    """Clipped surrogate with a per-action importance ratio (reference/algorithms.md):
+    """Clipped surrogate with a per-action importance ratio (docs/algorithms.md (L1)–(L3)):
 
         s_a = exp( Σ_{j∈a} m_j (logp_j − old_j) / max(Σ_{j∈a} m_j, 1) )
         ratio_j = exp(logp_j − sg(logp_j) + sg(log s_a))   (value s_a, gradient s_a ∇logp_j)
@@ -65,15 +65,34 @@ def per_action_clipped_loss(
     if clip_low >= 1:
         raise ValueError(f"clip_low must be < 1 (the ratio's lower bound is 1 − clip_low), got {clip_low}")
     clip_high = clip_low if clip_high is None else _checks.non_negative(clip_high, "clip_high")
-    if loss_agg_mode not in LOSS_AGG_MODES:
-        raise ValueError(f"loss_agg_mode must be one of {LOSS_AGG_MODES}, got {loss_agg_mode!r}")
+    check_loss_agg_mode(loss_agg_mode)
 
-    token_loss, ratio, dloss = run("per_action_clipped_loss", lp.device, lp, old, adv, mask, seg, clip_low, clip_high)
+    return clipped_loss(lp, old, adv, mask, seg, clip_low, clip_high, loss_agg_mode)
+
+
+def clipped_loss(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    segment_ids: torch.Tensor | None,
+    clip_low: float,
+    clip_high: float,
+    loss_agg_mode: str,
+) -> PolicyLoss:
+    """Unchecked core of :func:`per_action_clipped_loss` (docs/algorithms.md (L1)–(L3)): the trainer's hot path.
+
+    Inputs as the public function leaves them (mask in the dtype of ``logp``, segment ids 0 off the mask). No
+    host round trip and no data-dependent Python branch, so it compiles with ``torch.compile(fullgraph=True)``.
+    """
+    token_loss, ratio, dloss = run(
+        "per_action_clipped_loss", logp.device, logp, old_logp, advantages, mask, segment_ids, clip_low, clip_high
+    )
     active = mask != 0
-    clipped = active & (adv != 0) & (dloss == 0)
+    clipped = active & (advantages != 0) & (dloss == 0)
     clip_fraction = clipped.sum() / active.sum().clamp(min=1)
-    loss = aggregate_loss(token_loss, mask, loss_agg_mode, seg)
-    return PolicyLoss(loss, token_loss, ratio, clip_fraction.to(lp.dtype))
+    loss = reduce_token_loss(token_loss, mask, loss_agg_mode, segment_ids)
+    return PolicyLoss(loss, token_loss, ratio, clip_fraction.to(logp.dtype))
 
 
 def aggregate_loss(
@@ -84,20 +103,27 @@ def aggregate_loss(
 ) -> torch.Tensor:
     """Reduces a [B, L] per-token loss to a scalar, as verl's ``agg_loss`` does on one rank (rows or
     segments without a masked token are left out of the means; "seq-mean-token-sum-norm" divides the
-    seq-mean-token-sum by L)."""
+    seq-mean-token-sum by L). The modes: docs/algorithms.md (L4)."""
+    check_loss_agg_mode(mode)
+    return reduce_token_loss(token_loss, mask, mode, segment_ids)
+
+
+def check_loss_agg_mode(mode: str) -> None:
+    if mode not in LOSS_AGG_MODES:
+        raise ValueError(f"loss_agg_mode must be one of {LOSS_AGG_MODES}, got {mode!r}")
+
+
+def reduce_token_loss(
+    token_loss: torch.Tensor, mask: torch.Tensor, mode: str, segment_ids: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Unchecked core of :func:`aggregate_loss` (``mode`` already checked)."""
+    # Means over rows or segments that hold a masked token, by masked sums rather than boolean indexing: no
+    # data-dependent shapes, so the loss path traces into one graph.
     weighted = token_loss * mask
     if mode == "token-mean":
         return weighted.sum() / mask.sum().clamp(min=1)
     if mode == "token-sum":
         return weighted.sum()
-    if mode in ("seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"):
-        per_row = weighted.sum(-1)
-        tokens = mask.sum(-1)
-        if mode == "seq-mean-token-mean":
-            per_row = per_row / tokens.clamp(min=1)
-        has_tokens = tokens > 0
-        loss = per_row[has_tokens].sum() / has_tokens.sum().clamp(min=1)
-        return loss / mask.shape[-1] if mode == "seq-mean-token-sum-norm" else loss
     if mode == "segment-mean":
         rows, length = token_loss.shape
         seg = torch.zeros_like(token_loss, dtype=torch.long) if segment_ids is None else segment_ids
@@ -105,8 +131,14 @@ def aggregate_loss(
         loss_sum = token_loss.new_zeros(rows * length).index_add(0, flat, weighted.flatten())
         tokens = mask.new_zeros(rows * length).index_add(0, flat, mask.flatten())
         used = tokens > 0
-        return (loss_sum[used] / tokens[used]).sum() / used.sum().clamp(min=1)
-    raise ValueError(f"loss_agg_mode must be one of {LOSS_AGG_MODES}, got {mode!r}")
+        return torch.where(used, loss_sum / tokens.clamp(min=1), 0).sum() / used.sum().clamp(min=1)
+    per_row = weighted.sum(-1)
+    tokens = mask.sum(-1)
+    if mode == "seq-mean-token-mean":
+        per_row = per_row / tokens.clamp(min=1)
+    has_tokens = tokens > 0
+    loss = torch.where(has_tokens, per_row, 0).sum() / has_tokens.sum().clamp(min=1)
+    return loss / mask.shape[-1] if mode == "seq-mean-token-sum-norm" else loss
 
 
 def _token_like(x: object, name: str, like: torch.Tensor) -> torch.Tensor:

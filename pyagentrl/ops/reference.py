@@ -2,7 +2,7 @@
 
 They are the test oracle for the compiled kernels and the fallback on devices without a kernel, so
 they run on any device and favour clarity over speed (statistics in float64, one recursion step per
-column). Equations: reference/algorithms.md; GiGPO = arXiv 2505.10978, GAGPO = arXiv 2605.13217.
+column). Equations: docs/algorithms.md; GiGPO = arXiv 2505.10978, GAGPO = arXiv 2605.13217.
 Arguments are validated by the public API in :mod:`pyagentrl.ops`, not here.
 """
 
@@ -17,8 +17,8 @@ MAX_LOG_RATIO = 20.0
 def grouped_stats(
     values: torch.Tensor, group_ids: torch.Tensor, num_groups: int, unbiased: bool
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Count, mean and std of ``values`` per group; std is 0 for groups of fewer than 2 values or
-    all-equal values, and an all-equal group's mean is that value exactly."""
+    """Count, mean and std of ``values`` per group (docs/algorithms.md (S1), (S2)); std is 0 for groups
+    of fewer than 2 values or all-equal values, and an all-equal group's mean is that value exactly (S4)."""
     x = values.double()
     count = torch.bincount(group_ids, minlength=num_groups)
     total = torch.zeros(num_groups, dtype=torch.float64, device=x.device).index_add_(0, group_ids, x)
@@ -45,7 +45,7 @@ def group_normalize(
     eps: float,
     singleton_raw: bool,
 ) -> torch.Tensor:
-    """(x − μ_g) / (σ_g + ε), or x − μ_g when not ``scale`` (GiGPO Eq. 3 and Eq. 7).
+    """(x − μ_g) / (σ_g + ε), or x − μ_g when not ``scale`` (docs/algorithms.md (S3)–(S5); GiGPO Eq. 3, 7).
 
     With ``singleton_raw`` a group of one member uses μ = 0, σ = 1 (verl's rule); otherwise it gets 0.
     """
@@ -62,7 +62,8 @@ def group_normalize(
 
 
 def factorize_pairs(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Dense ids of the pairs (a_i, b_i), numbered by first appearance, and their number."""
+    """Dense ids of the pairs (a_i, b_i), numbered by first appearance, and their number (docs/algorithms.md
+    (G6))."""
     if a.numel() == 0:
         return torch.empty_like(a), a.new_zeros(())
     _, inverse = torch.unique(torch.stack([a, b]), dim=1, return_inverse=True)
@@ -83,9 +84,10 @@ def trajectory_gae(
     gamma: float,
     lam: float,
 ) -> torch.Tensor:
-    """Â_t = δ_t + γλ Â_{t+1} with δ_t = r_t + γ V(s_{t+1}) − V(s_t), V after the last step = 0.
+    """Â_t = δ_t + γλ Â_{t+1} with δ_t = r_t + γ V(s_{t+1}) − V(s_t), V after the last step = 0
+    (docs/algorithms.md (V2), (V3)).
 
-    Without ``values`` this is the discounted return G_t = r_t + γ G_{t+1} (GiGPO Eq. 5).
+    Without ``values`` this is the discounted return G_t = r_t + γ G_{t+1} (docs/algorithms.md (G5)).
     Rows may come in any order; ``step_ids`` give each row's position in its trajectory.
     """
     if rewards.numel() == 0:
@@ -114,7 +116,8 @@ def per_action_clipped_loss(
     clip_low: float,
     clip_high: float,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Per-token clipped loss with one importance ratio per action segment (GSPO-token).
+    """Per-token clipped loss with one importance ratio per action segment (GSPO-token, docs/algorithms.md
+    (L1)–(L3)).
 
     s = exp(Σ_j m_j (logp_j − old_j) / max(Σ_j m_j, 1)) over the tokens of a segment; the token's
     surrogate ratio log s_j = logp_j − sg(logp_j) + sg(log s) has value s and gradient s·∇logp_j;

@@ -11,14 +11,15 @@ from pyagentrl.ops._dispatch import run
 def trajectory_gae(
     rewards: torch.Tensor,
     values: torch.Tensor | None,
+    *,
     traj_ids: torch.Tensor,
     step_ids: torch.Tensor,
-    *,
     gamma: float,
     lam: float,
     num_trajs: int | None = None,
 ) -> torch.Tensor:
-    """Generalised advantage estimation per trajectory, rows in any order (GAGPO's recursion):
+    """Generalised advantage estimation per trajectory, rows in any order (GAGPO's recursion,
+    docs/algorithms.md (V2), (V3)):
 
         δ_t = r_t + γ V(s_{t+1}) − V(s_t),    Â_t = δ_t + γλ Â_{t+1},
 
@@ -51,15 +52,17 @@ def trajectory_gae(
 
 def discounted_returns(
     rewards: torch.Tensor,
+    *,
     traj_ids: torch.Tensor,
     step_ids: torch.Tensor,
-    *,
     gamma: float,
     num_trajs: int | None = None,
 ) -> torch.Tensor:
-    """G_t = r_t + γ G_{t+1} per trajectory, G after the last step = 0 (GiGPO Eq. 5). Linear time;
-    rows in any order, placed by ``step_ids`` (0..n−1 per trajectory)."""
-    return trajectory_gae(rewards, None, traj_ids, step_ids, gamma=gamma, lam=1.0, num_trajs=num_trajs)
+    """G_t = r_t + γ G_{t+1} per trajectory, G after the last step = 0 (GiGPO Eq. 5,
+    docs/algorithms.md (G5)). Linear time; rows in any order, placed by ``step_ids`` (0..n−1 per trajectory)."""
+    return trajectory_gae(
+        rewards, None, traj_ids=traj_ids, step_ids=step_ids, gamma=gamma, lam=1.0, num_trajs=num_trajs
+    )
 
 
 def has_contiguous_steps(traj: torch.Tensor, step: torch.Tensor, num_trajs: int) -> bool:

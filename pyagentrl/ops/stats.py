@@ -22,7 +22,7 @@ class GroupStats(NamedTuple):
 def grouped_stats(
     values: torch.Tensor, group_ids: torch.Tensor, num_groups: int | None = None, *, unbiased: bool = True
 ) -> GroupStats:
-    """Size, mean and standard deviation of ``values`` per group.
+    """Size, mean and standard deviation of ``values`` per group (docs/algorithms.md (S1), (S2)).
 
     Args:
         values: float32/float64 [N].
@@ -50,7 +50,7 @@ def group_normalize(
     unbiased: bool = True,
     singleton: SingletonRule = "zero",
 ) -> torch.Tensor:
-    """Relative score within each group (GiGPO Eq. 3/7, GRPO):
+    """Relative score within each group (docs/algorithms.md (S3)–(S5); GiGPO Eq. 3/7, GRPO):
 
         mean_std_norm:  (x_i − μ_g) / (σ_g + ε)        mean_norm:  x_i − μ_g
 
@@ -62,7 +62,6 @@ def group_normalize(
     g = _checks.ids(group_ids, "group_ids", x.numel(), x.device)
     num = _checks.num_ids(g, "group_ids", num_groups)
     scale = _checks.norm_mode(norm)
-    if singleton not in ("zero", "raw"):
-        raise ValueError(f"singleton must be 'zero' or 'raw', got {singleton!r}")
+    singleton_raw = _checks.singleton_rule(singleton)
     eps = _checks.non_negative(eps, "eps")
-    return run("group_normalize", x.device, x, g, num, scale, unbiased, eps, singleton == "raw")
+    return run("group_normalize", x.device, x, g, num, scale, unbiased, eps, singleton_raw)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from envs_helpers import need
+from testkit.envs import need
 
 from pyagentrl.envs import EnvBatch, env_factory, make_env
 from pyagentrl.envs.alfworld_gen import TASK_TYPES, generate_game

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from envs_helpers import CounterEnv, make_broken, make_counter
+from testkit.envs import CounterEnv, make_broken, make_counter
 
 from pyagentrl.envs import EnvBatch, make_env
 
@@ -180,7 +180,7 @@ def test_process_backend_without_main_guard_explains_the_failure(tmp_path: Path)
     script.write_text(
         textwrap.dedent(
             """
-            from envs_helpers import make_counter
+            from testkit.envs import make_counter
             from pyagentrl.envs import EnvBatch
 
             batch = EnvBatch(make_counter, num_groups=1, group_size=2, workers=2, backend="process")

@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
-from envs_helpers import need
+from testkit.envs import need
 
 from pyagentrl.envs import EnvBatch, env_factory, make_env
 

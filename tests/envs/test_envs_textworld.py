@@ -12,7 +12,7 @@ import textwrap
 
 import numpy as np
 import pytest
-from envs_helpers import need
+from testkit.envs import need
 
 from pyagentrl.envs import EnvBatch, env_factory, make_env
 from pyagentrl.envs.textworld_env import clean_feedback, generate_game, task_text

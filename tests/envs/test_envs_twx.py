@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from envs_helpers import need, need_program
+from testkit.envs import need, need_program
 
 from pyagentrl.envs import EnvBatch, env_factory, make_env
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hashing_helpers import assert_dense, components, partition
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from testkit.hashing import assert_dense, components, partition
 
 from pyagentrl.hashing import group_exact, group_minhash, group_simhash, hamming, lsh_params
 

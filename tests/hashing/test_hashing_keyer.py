@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hashing_helpers import assert_dense, partition
+from testkit.hashing import assert_dense, partition
 
 from pyagentrl.hashing import (
     CANONICALIZERS,

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hashing_helpers import unicode_text
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from testkit.hashing import unicode_text
+from testkit.peers import import_peer
 
 from pyagentrl.hashing import array_keys, bytes_keys, keys, text_keys
 
@@ -14,7 +15,7 @@ from pyagentrl.hashing import array_keys, bytes_keys, keys, text_keys
 @settings(max_examples=60, deadline=None)
 @given(st.lists(unicode_text, max_size=20), st.integers(0, 2**64 - 1))
 def test_text_keys_equal_xxh3_of_utf8(texts: list[str], seed: int) -> None:
-    xxhash = pytest.importorskip("xxhash")
+    xxhash = import_peer("xxhash")
     k64 = text_keys(texts, seed=seed)
     k128 = text_keys(texts, 128, seed=seed)
     assert k64.dtype == np.uint64 and k64.shape == (len(texts),)

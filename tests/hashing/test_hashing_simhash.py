@@ -7,14 +7,15 @@ import re
 
 import numpy as np
 import pytest
-from hashing_helpers import unicode_text
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from testkit.hashing import unicode_text
+from testkit.peers import import_peer
 
 from pyagentrl.hashing import hamming, simhash, simhash_weighted
 from pyagentrl.hashing._native import native
 
-simhash_pkg = pytest.importorskip("simhash")
+simhash_pkg = import_peer("simhash")
 
 ascii_text = st.text(st.characters(max_codepoint=127), max_size=80)
 

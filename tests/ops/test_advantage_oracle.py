@@ -1,4 +1,4 @@
-"""GRPO, GiGPO and GAGPO against a per-row loop oracle written from the equations (reference/algorithms.md),
+"""GRPO, GiGPO and GAGPO against a per-row loop oracle written from the equations (docs/algorithms.md),
 on batches with uneven group sizes, uneven trajectory lengths, dense float rewards and rows in any order."""
 
 import math
@@ -101,15 +101,21 @@ def test_grpo_and_gigpo_match_the_loop_oracle(seed, norm):
     b = _batch(seed)
     scale = norm == "mean_std_norm"
     episode = _episode_oracle(b, scale)
-    grpo = ops.grpo_advantage(_episode_scores(b), b["group"], b["traj"], norm=norm)
+    grpo = ops.grpo_advantage(_episode_scores(b), group_ids=b["group"], traj_ids=b["traj"], norm=norm)
     torch.testing.assert_close(grpo, torch.tensor(episode, dtype=torch.float64), rtol=1e-9, atol=1e-9)
 
     g = _returns(b, 0.9)
     step = _by_key(list(zip(b["group"].tolist(), b["anchor"].tolist(), strict=True)), g, scale)  # Eq. 6, 7
     want = [e + 0.5 * s for e, s in zip(episode, step, strict=True)]  # Eq. 8
-    returns = ops.discounted_returns(b["reward"], b["traj"], b["step"], gamma=0.9)
+    returns = ops.discounted_returns(b["reward"], traj_ids=b["traj"], step_ids=b["step"], gamma=0.9)
     got = ops.gigpo_advantage(
-        _episode_scores(b), returns, b["group"], b["anchor"], b["traj"], step_weight=0.5, norm=norm
+        _episode_scores(b),
+        returns,
+        group_ids=b["group"],
+        anchor_ids=b["anchor"],
+        traj_ids=b["traj"],
+        step_weight=0.5,
+        norm=norm,
     )
     torch.testing.assert_close(got, torch.tensor(want, dtype=torch.float64), rtol=1e-9, atol=1e-9)
 
@@ -145,7 +151,15 @@ def test_gagpo_matches_the_loop_oracle(seed, lam, norm, norm_over):
         weights = [1.0 / len(rows_of[t]) for t in b["traj"].tolist()]
     want = _by_key(b["group"].tolist(), adv, norm == "mean_std_norm", weights)
     got = ops.gagpo_advantage(
-        b["reward"], b["group"], b["traj"], b["step"], b["anchor"], gamma=gamma, lam=lam, norm=norm, norm_over=norm_over
+        b["reward"],
+        group_ids=b["group"],
+        traj_ids=b["traj"],
+        step_ids=b["step"],
+        anchor_ids=b["anchor"],
+        gamma=gamma,
+        lam=lam,
+        norm=norm,
+        norm_over=norm_over,
     )
     torch.testing.assert_close(got, torch.tensor(want, dtype=torch.float64), rtol=1e-9, atol=1e-9)
 
@@ -157,6 +171,14 @@ def test_trajectories_weigh_equally_with_norm_over_trajectories():
     groups, trajs = torch.zeros(5, dtype=torch.int64), torch.tensor([0, 0, 0, 0, 1])
     steps, anchors = torch.tensor([0, 1, 2, 3, 0]), torch.tensor([1, 2, 3, 4, 5])
     out = ops.gagpo_advantage(
-        r, groups, trajs, steps, anchors, gamma=1.0, lam=0.0, norm="mean_norm", norm_over="trajectories"
+        r,
+        group_ids=groups,
+        traj_ids=trajs,
+        step_ids=steps,
+        anchor_ids=anchors,
+        gamma=1.0,
+        lam=0.0,
+        norm="mean_norm",
+        norm_over="trajectories",
     )
     assert out[:4].mul(0.25).sum().item() == pytest.approx(-out[4].item())

@@ -24,10 +24,12 @@ def _both_paths(fn):
 def test_gigpo_kernel_matches_reference(case, norm):
     tasks, rollouts, seed, shared = case
     b = make_step_batch(tasks, rollouts, steps=(1, 10), shared_fraction=shared, seed=seed)
-    returns = ops.discounted_returns(b.rewards, b.traj_ids, b.step_ids, gamma=0.95)
+    returns = ops.discounted_returns(b.rewards, traj_ids=b.traj_ids, step_ids=b.step_ids, gamma=0.95)
 
     def run():
-        return ops.gigpo_advantage(b.episode_scores, returns, b.group_ids, b.anchor_ids, b.traj_ids, norm=norm)
+        return ops.gigpo_advantage(
+            b.episode_scores, returns, group_ids=b.group_ids, anchor_ids=b.anchor_ids, traj_ids=b.traj_ids, norm=norm
+        )
 
     fast, slow = _both_paths(run)
     torch.testing.assert_close(fast, slow, rtol=1e-5, atol=1e-5)
@@ -41,7 +43,13 @@ def test_gagpo_kernel_matches_reference(case, lam, norm):
 
     def run():
         return ops.gagpo_advantage(
-            b.rewards.double(), b.group_ids, b.traj_ids, b.step_ids, b.anchor_ids, lam=lam, norm=norm
+            b.rewards.double(),
+            group_ids=b.group_ids,
+            traj_ids=b.traj_ids,
+            step_ids=b.step_ids,
+            anchor_ids=b.anchor_ids,
+            lam=lam,
+            norm=norm,
         )
 
     fast, slow = _both_paths(run)
@@ -53,16 +61,20 @@ def test_grpo_statistics_once_per_trajectory():
     scores = torch.tensor([1.0, 1.0, 1.0, 0.0])
     groups = torch.zeros(4, dtype=torch.int64)
     trajs = torch.tensor([0, 0, 0, 1])
-    per_traj = ops.grpo_advantage(scores, groups, trajs, norm="mean_norm")
+    per_traj = ops.grpo_advantage(scores, group_ids=groups, traj_ids=trajs, norm="mean_norm")
     torch.testing.assert_close(per_traj, torch.tensor([0.5, 0.5, 0.5, -0.5]))
-    per_row = ops.grpo_advantage(scores, groups, torch.arange(4), norm="mean_norm")  # long trajectories weigh more
+    per_row = ops.grpo_advantage(
+        scores, group_ids=groups, traj_ids=torch.arange(4), norm="mean_norm"
+    )  # long trajectories weigh more
     torch.testing.assert_close(per_row, torch.tensor([0.25, 0.25, 0.25, -0.75]))
 
 
 def test_grpo_rejects_scores_that_vary_within_a_trajectory():
     with pytest.raises(ValueError, match="differ within one trajectory"):
         ops.grpo_advantage(
-            torch.tensor([1.0, 0.0]), torch.zeros(2, dtype=torch.int64), torch.zeros(2, dtype=torch.int64)
+            torch.tensor([1.0, 0.0]),
+            group_ids=torch.zeros(2, dtype=torch.int64),
+            traj_ids=torch.zeros(2, dtype=torch.int64),
         )
 
 
@@ -72,9 +84,9 @@ def test_gigpo_step_groups_never_cross_task_groups():
     out = ops.gigpo_advantage(
         torch.zeros(2),
         returns,
-        torch.tensor([0, 1]),
-        torch.tensor([7, 7]),
-        torch.tensor([0, 0]),
+        group_ids=torch.tensor([0, 1]),
+        anchor_ids=torch.tensor([7, 7]),
+        traj_ids=torch.tensor([0, 0]),
         norm="mean_norm",
         episode_singleton="zero",
     )
@@ -88,7 +100,9 @@ def test_gigpo_combines_episode_and_step_terms():
     groups = torch.zeros(4, dtype=torch.int64)
     anchors = torch.tensor([5, 6, 5, 8])
     trajs = torch.tensor([0, 0, 1, 1])
-    out = ops.gigpo_advantage(scores, returns, groups, anchors, trajs, step_weight=0.5, norm="mean_norm")
+    out = ops.gigpo_advantage(
+        scores, returns, group_ids=groups, anchor_ids=anchors, traj_ids=trajs, step_weight=0.5, norm="mean_norm"
+    )
     torch.testing.assert_close(out, torch.tensor([1.0 - 0.5, 1.0, -1.0 + 0.5, -1.0]))
 
 
@@ -98,8 +112,17 @@ def test_gagpo_lambda_one_is_return_minus_value(case):
     tasks, rollouts, seed, shared = case
     b = make_step_batch(tasks, rollouts, steps=(1, 12), shared_fraction=shared, seed=seed)
     r = b.rewards.double() + torch.rand(b.num_rows, dtype=torch.float64)  # dense rewards too
-    adv = ops.gagpo_advantage(r, b.group_ids, b.traj_ids, b.step_ids, b.anchor_ids, gamma=0.9, lam=1.0, norm="none")
-    g = ops.discounted_returns(r, b.traj_ids, b.step_ids, gamma=0.9)
+    adv = ops.gagpo_advantage(
+        r,
+        group_ids=b.group_ids,
+        traj_ids=b.traj_ids,
+        step_ids=b.step_ids,
+        anchor_ids=b.anchor_ids,
+        gamma=0.9,
+        lam=1.0,
+        norm="none",
+    )
+    g = ops.discounted_returns(r, traj_ids=b.traj_ids, step_ids=b.step_ids, gamma=0.9)
     states, num = ops.factorize_pairs(b.group_ids, b.anchor_ids)
     value = ops.grouped_stats(g, states, num).mean[states]
     torch.testing.assert_close(adv, g - value, rtol=1e-9, atol=1e-9)
@@ -113,8 +136,17 @@ def test_gagpo_lambda_zero_is_td_residual(case):
     tasks, rollouts, seed, shared = case
     b = make_step_batch(tasks, rollouts, steps=(1, 12), shared_fraction=shared, seed=seed, shuffle=False)
     r = b.rewards.double()
-    adv = ops.gagpo_advantage(r, b.group_ids, b.traj_ids, b.step_ids, b.anchor_ids, gamma=0.9, lam=0.0, norm="none")
-    g = ops.discounted_returns(r, b.traj_ids, b.step_ids, gamma=0.9)
+    adv = ops.gagpo_advantage(
+        r,
+        group_ids=b.group_ids,
+        traj_ids=b.traj_ids,
+        step_ids=b.step_ids,
+        anchor_ids=b.anchor_ids,
+        gamma=0.9,
+        lam=0.0,
+        norm="none",
+    )
+    g = ops.discounted_returns(r, traj_ids=b.traj_ids, step_ids=b.step_ids, gamma=0.9)
     states, num = ops.factorize_pairs(b.group_ids, b.anchor_ids)
     value = ops.grouped_stats(g, states, num).mean[states]
     # Rows are in trajectory order (shuffle=False): the next row is the next step unless a trajectory ends.
@@ -126,7 +158,14 @@ def test_gagpo_lambda_zero_is_td_residual(case):
 
 def test_gagpo_normalises_within_task_groups():
     b = make_step_batch(4, 8, steps=(3, 8), seed=5)
-    adv = ops.gagpo_advantage(b.rewards, b.group_ids, b.traj_ids, b.step_ids, b.anchor_ids, norm="mean_norm")
+    adv = ops.gagpo_advantage(
+        b.rewards,
+        group_ids=b.group_ids,
+        traj_ids=b.traj_ids,
+        step_ids=b.step_ids,
+        anchor_ids=b.anchor_ids,
+        norm="mean_norm",
+    )
     means = torch.zeros(4, dtype=torch.float64).index_add_(0, b.group_ids, adv.double())
     assert torch.allclose(means, torch.zeros(4, dtype=torch.float64), atol=1e-4)
 
@@ -150,10 +189,10 @@ def test_gagpo_rejects_a_trajectory_in_two_task_groups():
     with pytest.raises(ValueError, match="traj_ids: trajectory 0 has rows in task groups 0 and 1"):
         ops.gagpo_advantage(
             torch.tensor([0.0, 1.0]),
-            torch.tensor([0, 1]),
-            torch.tensor([0, 0]),
-            torch.tensor([0, 1]),
-            torch.tensor([3, 4]),
+            group_ids=torch.tensor([0, 1]),
+            traj_ids=torch.tensor([0, 0]),
+            step_ids=torch.tensor([0, 1]),
+            anchor_ids=torch.tensor([3, 4]),
         )
 
 
@@ -164,8 +203,10 @@ def test_advantages_are_constants_on_both_paths(op):
     r = b.rewards.clone().requires_grad_()
     calls = {
         "group_normalize": lambda: ops.group_normalize(r, b.group_ids),
-        "discounted_returns": lambda: ops.discounted_returns(r, b.traj_ids, b.step_ids, gamma=0.9),
-        "gagpo": lambda: ops.gagpo_advantage(r, b.group_ids, b.traj_ids, b.step_ids, b.anchor_ids),
+        "discounted_returns": lambda: ops.discounted_returns(r, traj_ids=b.traj_ids, step_ids=b.step_ids, gamma=0.9),
+        "gagpo": lambda: ops.gagpo_advantage(
+            r, group_ids=b.group_ids, traj_ids=b.traj_ids, step_ids=b.step_ids, anchor_ids=b.anchor_ids
+        ),
     }
     fast, slow = _both_paths(calls[op])
     assert not fast.requires_grad and not slow.requires_grad

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 import torch
-from peer_libs import import_peer
+from testkit.peers import import_peer
 
 from pyagentrl.adapters import verl as adapter
 
@@ -41,12 +41,17 @@ def test_grpo_matches_verl(core_algos, seed, norm_by_std):
 def test_per_action_loss_matches_verl_gspo(core_algos, actor_config, mode, seed):
     # One action per row: the per-action ratio is GSPO's sequence ratio, so loss and gradient must agree.
     gen = torch.Generator().manual_seed(seed)
-    rows, length = 16, 20
+    rows, length = 32, 20
     logp = -torch.rand(rows, length, generator=gen, dtype=torch.float64) * 2
-    old = logp + 0.2 * torch.randn(rows, length, generator=gen, dtype=torch.float64)
+    # Sequence log-ratios spread over ±0.8 (ratios 0.45-2.2), so that rows cross both clip bounds.
+    shift = (torch.rand(rows, 1, generator=gen, dtype=torch.float64) - 0.5) * 1.6
+    old = logp - shift + 0.2 * torch.randn(rows, length, generator=gen, dtype=torch.float64)
     adv = torch.randn(rows, 1, generator=gen, dtype=torch.float64).expand(rows, length).contiguous()
     mask = (torch.rand(rows, length, generator=gen) < 0.8).double()
     config = actor_config(clip_ratio=0.2, clip_ratio_low=0.2, clip_ratio_high=0.28)
+    ratio = torch.exp(((logp - old) * mask).sum(-1) / mask.sum(-1).clamp(min=1))
+    # Each bound binds somewhere: below 1 - 0.2 with a negative advantage, above 1 + 0.28 with a positive one.
+    assert ((ratio < 0.8) & (adv[:, 0] < 0)).any() and ((ratio > 1.28) & (adv[:, 0] > 0)).any()
     a, b = logp.clone().requires_grad_(), logp.clone().requires_grad_()
     ours, our_metrics = adapter.compute_policy_loss_per_action(old, a, adv, mask, mode, config)
     theirs, their_metrics = core_algos.compute_policy_loss_gspo(old, b, adv, mask, mode, config)
@@ -54,6 +59,7 @@ def test_per_action_loss_matches_verl_gspo(core_algos, actor_config, mode, seed)
     theirs.backward()
     torch.testing.assert_close(ours, theirs)
     torch.testing.assert_close(a.grad, b.grad)
+    assert our_metrics["actor/pg_clipfrac"] > 0
     assert our_metrics["actor/pg_clipfrac"] == pytest.approx(their_metrics["actor/pg_clipfrac"], abs=1e-6)
     assert our_metrics["actor/ppo_kl"] == pytest.approx(their_metrics["actor/ppo_kl"], abs=1e-6)
 

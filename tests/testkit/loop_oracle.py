@@ -1,7 +1,7 @@
 """Per-row Python implementations in the style of the public GiGPO reference (verl-agent's
 gigpo/core_gigpo.py): dict-of-lists grouping and scalar tensor ops, float32 statistics.
 
-Written here from its published behaviour (reference/algorithms.md) as the benchmark baseline and as
+Written here from its published behaviour (docs/algorithms.md §7) as the benchmark baseline and as
 an independent oracle for the verl adapters' numerics. Not used by the library.
 """
 

@@ -8,9 +8,9 @@ import shutil
 import time
 
 import pytest
-from peer_libs import import_peer
 
 from pyagentrl.envs.base import StepResult, Task, TextEnv
+from testkit.peers import import_peer
 
 need = import_peer  # skip without the package, except under CI, where it must be installed
 

@@ -1,0 +1,3 @@
+from pyagentrl.cli import main
+
+main()
