@@ -1,4 +1,4 @@
-"""The `pyagentrl` command (also `python -m pyagentrl`)."""
+"""The `pyagentrl` command (also `python -m pyagentrl`). Each command parses its own options."""
 
 from __future__ import annotations
 
@@ -9,12 +9,14 @@ from collections.abc import Sequence
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="pyagentrl", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    commands.add_parser("demo", help="the ops on a synthetic batch, then GiGPO advantages of real FrozenLake rollouts")
-    args = parser.parse_args(argv)
+    commands.add_parser(
+        "demo", add_help=False, help="the ops on a synthetic batch, then GiGPO advantages of real FrozenLake rollouts"
+    )
+    args, rest = parser.parse_known_args(argv)
     if args.command == "demo":
         from pyagentrl import demo
 
-        demo.main()
+        demo.main(rest)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """`make demo`: the advantage ops on a synthetic multi-turn batch, with the advantages and timings.
 
-python -m pyagentrl.demo [--tasks 128]
+pyagentrl demo [--tasks 128]
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import torch
@@ -27,10 +27,12 @@ def timed(label: str, fn: Callable[[], T]) -> T:
     return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="pyagentrl demo", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--tasks", type=int, default=128)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     torch.set_num_threads(1)
 
     b = make_step_batch(args.tasks, rollouts=8, steps=(10, 50), response_len=64, shared_fraction=0.4, seed=0)

@@ -81,3 +81,15 @@ def test_an_isolated_source_build_that_starts_a_bare_python_works_from_the_venv(
     )
     assert build.returncode == 0, build.stdout + build.stderr
     assert (tmp_path / "dist" / "probe-0.0.0-py3-none-any.whl").is_file()
+
+
+def test_the_pyagentrl_command_runs_its_subcommands(tmp_path: Path) -> None:
+    command = Path(sys.executable).parent / "pyagentrl"  # the console script of the install
+    shown = subprocess.run([str(command), "demo", "--help"], cwd=tmp_path, capture_output=True, text=True, check=True)
+    assert "usage: pyagentrl demo" in shown.stdout and "--tasks" in shown.stdout
+    module = subprocess.run(
+        [sys.executable, "-m", "pyagentrl", "demo", "--help"], cwd=tmp_path, capture_output=True, text=True, check=True
+    )
+    assert module.stdout == shown.stdout
+    unknown = subprocess.run([str(command), "no-such-command"], cwd=tmp_path, capture_output=True, text=True)
+    assert unknown.returncode == 2 and "invalid choice: 'no-such-command'" in unknown.stderr
