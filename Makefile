@@ -40,7 +40,8 @@ $(STAMP)/ops: $(STAMP)/deps pyproject.toml CMakeLists.txt $(shell find csrc pyag
 	$(PIP) install -q --no-build-isolation -Cbuild-dir=$(VENV)/build/ops .
 	touch $@
 
-# The Rust state-hashing extension (pyagentrl_hash), an abi3 wheel built by maturin.
+# The Rust state-hashing extension (pyagentrl_hash), an abi3 wheel built by maturin from the bindings crate of the
+# rust_hash workspace (rust_hash/pyproject.toml points maturin at rust_hash/bindings; the algorithms are in rust_hash/core).
 $(STAMP)/hashing: $(STAMP)/deps $(shell find rust_hash -type f -not -path '*/target/*' 2>/dev/null)
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(PIP) install -q --no-build-isolation ./rust_hash
 	touch $@
@@ -56,7 +57,7 @@ demo: setup
 	$(VENV)/bin/pyagentrl demo
 
 test: setup
-	cargo test -q --manifest-path rust_hash/Cargo.toml --no-default-features
+	cargo test -q --manifest-path rust_hash/Cargo.toml -p pyagentrl_hash_core
 	$(VENV)/bin/pytest -q tests
 
 lint: $(STAMP)/deps

@@ -2,8 +2,8 @@
 
 Exact keys (:func:`keys`, :func:`text_keys`), MinHash equal to datasketch 2.0
 (:func:`minhash_from_tokens`, :func:`minhash_texts`), SimHash equal to the ``simhash`` package
-(:func:`simhash`), grouping into dense anchor ids (:func:`group_exact`, :func:`group_minhash`,
-:func:`group_simhash`) and the one entry point the ops take: :class:`StateKeyer`.
+(:func:`simhash`, in module ``fingerprints``), grouping into dense anchor ids (:func:`group_exact`,
+:func:`group_minhash`, :func:`group_simhash`) and the one entry point the ops take: :class:`StateKeyer`.
 """
 
 from .canonical import (
@@ -15,11 +15,11 @@ from .canonical import (
     strip_counters,
     strip_echo,
 )
+from .fingerprints import hamming, simhash, simhash_weighted
 from .grouping import AnchorIds, group_exact, group_minhash, group_simhash
 from .keyer import StateKeyer
 from .keys import array_keys, bytes_keys, keys, text_keys
 from .minhash import jaccard, lsh_params, minhash_from_tokens, minhash_texts, permutations, shingles
-from .simhash import hamming, simhash, simhash_weighted
 
 __all__ = [
     "CANONICALIZERS",

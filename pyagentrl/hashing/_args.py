@@ -1,4 +1,30 @@
-"""Argument checks shared by the hashing API: clear errors naming the argument."""
+"""Argument checks of the hashing API: each parameter is checked once, at the door, naming it.
+
+Public functions (and ``StateKeyer`` at construction) check their arguments with the helpers
+below, then call unchecked internals; nothing downstream checks again, and the extension
+``pyagentrl_hash`` (rust_hash/bindings) converts its arguments without re-checking any (its core's
+preconditions are the domains let through here, so the two sides agree). Where each is checked:
+
+- ``bits`` (64 or 128): :func:`key_bits`.
+- key ``seed`` (0..2**64 - 1): :func:`seed64`.
+- ``num_perm`` (>= 1), MinHash ``seed`` (0..2**32 - 1, numpy's ``RandomState``) and ``scheme``:
+  :func:`pyagentrl.hashing.minhash.permutations`, which draws from them (and caches the draw).
+- ``shingle`` and ``n`` / ``ngram`` (>= 1): :func:`shingling`; ``lowercase``: :func:`flag`.
+- ``threshold``: :func:`unit_threshold`, (0, 1] for grouping and ``StateKeyer``, [0, 1] (datasketch's
+  domain, which the extension's optimiser shares) for ``lsh_params``.
+- ``bands`` and ``rows_per_band`` (>= 1, product at most num_perm): :func:`banding`.
+- LSH ``weights``: :func:`lsh_weights`.
+- ``k`` (0..63): :func:`hamming_k`.
+- ``num_threads`` (None or >= 1): :func:`threads`.
+- ``group_ids`` (integers, one per row): :func:`group_id_array`; keys, signatures and
+  fingerprints: the grouping functions that take them.
+- Items (str, bytes, token lists): converted by the extension; on the error path only,
+  :func:`native_call` finds the offending item and restates the error naming it (row and item).
+
+On the Rust side (rust_hash/core/src/lib.rs) the core takes ``bits``, ``scheme`` and ``shingle`` as
+types, whose conversions fail with the messages above for callers that bypass this package, and
+states every numeric domain as a precondition; the bindings check nothing.
+"""
 
 from __future__ import annotations
 
@@ -115,18 +141,76 @@ def count(value: Any, name: str, low: int, high: int | None = None) -> int:
     raise ValueError(f"{name} must be {what}, got {value!r}")
 
 
+def key_bits(bits: Any) -> int:
+    """A key width: 64 or 128."""
+    if isinstance(bits, bool) or bits not in (64, 128):
+        raise ValueError(f"bits must be 64 or 128, got {bits!r}")
+    return int(bits)
+
+
+def flag(value: Any, name: str) -> bool:
+    """A bool setting."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
+    return value
+
+
+SHINGLES = ("word", "word_ngram", "char_ngram")
+
+
+def shingling(shingle: Any, n: Any, n_name: str = "n") -> tuple[str, int]:
+    """A shingling choice: one of :data:`SHINGLES` and a run length ``n >= 1``."""
+    if shingle not in SHINGLES:
+        raise ValueError(f"shingle must be one of {', '.join(map(repr, SHINGLES))}, got {shingle!r}")
+    return str(shingle), count(n, n_name, 1)
+
+
+def hamming_k(k: Any) -> int:
+    """A SimHash distance: an int in 0..63."""
+    return count(k, "k", 0, 63)
+
+
+def banding(bands: Any, rows_per_band: Any, num_perm: int) -> tuple[int, int]:
+    """An LSH banding: ints >= 1 whose product is at most ``num_perm``."""
+    bands, rows_per_band = integer(bands, "bands", 1), integer(rows_per_band, "rows_per_band", 1)
+    if bands * rows_per_band > num_perm:
+        raise ValueError(f"bands * rows_per_band must be at most num_perm = {num_perm}, got {bands} * {rows_per_band}")
+    return bands, rows_per_band
+
+
+def lsh_weights(weights: Any) -> tuple[float, float]:
+    """datasketch's LSH weights: (false-positive weight, false-negative weight) in [0, 1], summing to 1."""
+    message = f"weights must be two numbers in [0, 1] summing to 1, got {weights!r}"
+    try:
+        fp, fn = weights
+        fp, fn = float(fp), float(fn)
+    except TypeError:
+        raise TypeError(message) from None
+    except ValueError:
+        raise ValueError(message) from None
+    if not (0.0 <= fp <= 1.0 and 0.0 <= fn <= 1.0 and abs(fp + fn - 1.0) < 1e-9):
+        raise ValueError(message)
+    return fp, fn
+
+
 def seed64(seed: Any) -> int:
     """A key seed: an int in 0..2**64 - 1."""
     return integer(seed, "seed", 0, 2**64 - 1)
 
 
-def unit_threshold(threshold: Any) -> float:
-    """A Jaccard threshold: a real number in (0, 1]."""
+def unit_threshold(threshold: Any, *, zero: bool = False) -> float:
+    """A Jaccard threshold: a real number in (0, 1], or in [0, 1] with ``zero``.
+
+    Grouping takes (0, 1] (at 0 every pair that shares a band would join); ``lsh_params`` takes
+    datasketch's [0, 1], as ``MinHashLSH`` does, and so does the extension's banding optimiser.
+    """
+    low = "[0" if zero else "(0"
     if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real):
-        raise TypeError(f"threshold must be a number in (0, 1], got {type(threshold).__name__}")
-    if not 0.0 < float(threshold) <= 1.0:
-        raise ValueError(f"threshold must be in (0, 1], got {threshold!r}")
-    return float(threshold)
+        raise TypeError(f"threshold must be a number in {low}, 1], got {type(threshold).__name__}")
+    value = float(threshold)
+    if not ((value >= 0.0 if zero else value > 0.0) and value <= 1.0):
+        raise ValueError(f"threshold must be in {low}, 1], got {threshold!r}")
+    return value
 
 
 def array(value: Any, name: str) -> np.ndarray[Any, Any]:

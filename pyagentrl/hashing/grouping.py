@@ -23,9 +23,9 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from ._args import array, count, group_id_array, integer, threads, unit_threshold
+from ._args import array, banding, group_id_array, hamming_k, threads, unit_threshold
 from ._native import native
-from .minhash import lsh_params
+from .minhash import lsh_params_unchecked
 
 AnchorIds = npt.NDArray[np.int64]
 
@@ -35,9 +35,13 @@ def group_exact(keys: npt.ArrayLike, group_ids: npt.ArrayLike, *, num_threads: i
     k = array(keys, "keys")
     if k.dtype.kind not in "iu" or k.dtype.itemsize != 8 or k.ndim not in (1, 2):
         raise TypeError(f"keys must be a [n] or [n, w] array of 64-bit integers, got {k.dtype} of shape {k.shape}")
-    k2 = np.ascontiguousarray(k if k.ndim == 2 else k[:, None]).view(np.uint64)
-    groups = group_id_array(group_ids, len(k2))
-    return native.group_exact(groups, k2, threads(num_threads))
+    rows = key_rows(k)
+    return native.group_exact(group_id_array(group_ids, len(rows)), rows, threads(num_threads))
+
+
+def key_rows(keys: np.ndarray) -> npt.NDArray[np.uint64]:
+    """A checked ``[n]`` or ``[n, w]`` key array as the ``[n, w]`` uint64 rows the extension groups."""
+    return np.ascontiguousarray(keys if keys.ndim == 2 else keys[:, None]).view(np.uint64)
 
 
 def group_minhash(
@@ -53,19 +57,16 @@ def group_minhash(
     sigs = array(signatures, "signatures")
     if sigs.ndim != 2 or sigs.dtype not in (np.uint32, np.uint64):
         raise TypeError(f"signatures must be a 2-D uint32 or uint64 array, got {sigs.dtype} of shape {sigs.shape}")
-    if sigs.shape[1] == 0:
+    num_perm = sigs.shape[1]
+    if num_perm == 0:
         raise ValueError("signatures must have at least one lane (column)")
     threshold = unit_threshold(threshold)
     if (bands is None) != (rows_per_band is None):
         raise ValueError("give both bands and rows_per_band, or neither")
     if bands is None or rows_per_band is None:
-        bands, rows_per_band = lsh_params(threshold, sigs.shape[1])
+        bands, rows_per_band = lsh_params_unchecked(threshold, num_perm)
     else:
-        bands, rows_per_band = integer(bands, "bands", 1), integer(rows_per_band, "rows_per_band", 1)
-        if bands * rows_per_band > sigs.shape[1]:
-            raise ValueError(
-                f"bands * rows_per_band must be at most num_perm = {sigs.shape[1]}, got {bands} * {rows_per_band}"
-            )
+        bands, rows_per_band = banding(bands, rows_per_band, num_perm)
     groups = group_id_array(group_ids, len(sigs))
     return native.group_minhash(
         groups, np.ascontiguousarray(sigs), bands, rows_per_band, threshold, threads(num_threads)
@@ -79,6 +80,6 @@ def group_simhash(
     fps = array(fingerprints, "fingerprints")
     if fps.ndim != 1 or fps.dtype.kind not in "iu" or fps.dtype.itemsize != 8:
         raise TypeError(f"fingerprints must be a 1-D array of 64-bit integers, got {fps.dtype} of shape {fps.shape}")
-    k = count(k, "k", 0, 63)
+    k = hamming_k(k)
     groups = group_id_array(group_ids, len(fps))
     return native.group_simhash(groups, np.ascontiguousarray(fps).view(np.uint64), k, threads(num_threads))

@@ -4,19 +4,34 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 
-from ._args import count, group_id_array, sequence, threads, unit_threshold
+from ._args import (
+    flag,
+    group_id_array,
+    hamming_k,
+    item_problem,
+    key_bits,
+    native_call,
+    sequence,
+    shingling,
+    threads,
+    unit_threshold,
+)
+from ._native import native
 from .canonical import Canonicalizer, resolve
-from .grouping import AnchorIds, group_exact, group_minhash, group_simhash
-from .keys import Bits, keys_of
-from .minhash import Scheme, Shingle, check_shingling, minhash_texts, permutations
-from .simhash import simhash
+from .fingerprints import simhash_unchecked
+from .grouping import AnchorIds, key_rows
+from .keys import Bits, keys_unchecked
+from .minhash import Scheme, Shingle, lsh_params_unchecked, minhash_texts_unchecked, permutations
 
 Mode = Literal["exact", "minhash", "simhash"]
+
+NAME = "observations"
 
 
 def _first_rows(ids: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
@@ -39,6 +54,10 @@ class StateKeyer:
 
     ``canonicalize`` (a preset name from ``CANONICALIZERS`` or a ``str -> str`` callable) runs
     on every observation first. ``num_threads=None`` uses all cores (or RAYON_NUM_THREADS).
+
+    Settings are checked once, here; ``assign`` checks its two arguments and calls the
+    extension directly: three calls per batch in the approximate modes (distinct texts,
+    sketches, grouping), two in exact mode (keys, grouping).
     """
 
     mode: Mode = "exact"
@@ -54,21 +73,20 @@ class StateKeyer:
     k: int = 3
     num_threads: int | None = None
     _hook: Canonicalizer | None = field(init=False, repr=False, compare=False)
+    _threads: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.mode not in ("exact", "minhash", "simhash"):
             raise ValueError(f"mode must be 'exact', 'minhash' or 'simhash', got {self.mode!r}")
-        if self.bits not in (64, 128):
-            raise ValueError(f"bits must be 64 or 128, got {self.bits!r}")
-        threads(self.num_threads)
+        key_bits(self.bits)
+        object.__setattr__(self, "_threads", threads(self.num_threads))
         if self.mode == "minhash":
-            permutations(self.num_perm, self.seed, self.scheme)  # validates num_perm, seed and scheme
+            permutations(self.num_perm, self.seed, self.scheme)  # checks num_perm, seed and scheme
             unit_threshold(self.threshold)
-            check_shingling(self.shingle, self.ngram, "ngram")
-            if not isinstance(self.lowercase, bool):
-                raise TypeError(f"lowercase must be a bool, got {type(self.lowercase).__name__}")
+            shingling(self.shingle, self.ngram, "ngram")
+            flag(self.lowercase, "lowercase")
         if self.mode == "simhash":
-            count(self.k, "k", 0, 63)
+            hamming_k(self.k)
         object.__setattr__(self, "_hook", resolve(self.canonicalize))
 
     def canonical(self, observations: Sequence[Any]) -> Sequence[Any]:
@@ -76,7 +94,7 @@ class StateKeyer:
 
         The presets take str only; a callable hook gets whatever the observations are.
         """
-        observations = sequence(observations, "observations")
+        observations = sequence(observations, NAME)
         if self._hook is None:
             return observations
         if isinstance(self.canonicalize, str):
@@ -88,25 +106,19 @@ class StateKeyer:
                     )
         return [self._hook(o) for o in observations]
 
-    def _sketch(self, texts: Sequence[str]) -> np.ndarray:
+    def _sketch(self, texts: Sequence[Any]) -> np.ndarray:
         if self.mode == "minhash":
-            return minhash_texts(
-                texts,
-                self.num_perm,
-                self.seed,
-                self.scheme,
-                shingle=self.shingle,
-                n=self.ngram,
-                lowercase=self.lowercase,
-                num_threads=self.num_threads,
+            perms = permutations(self.num_perm, self.seed, self.scheme)
+            return minhash_texts_unchecked(
+                texts, self.scheme, perms, self.shingle, self.ngram, self.lowercase, self._threads, NAME
             )
-        return simhash(texts, num_threads=self.num_threads)
+        return simhash_unchecked(texts, self._threads, NAME)
 
     def keys(self, observations: Sequence[Any]) -> np.ndarray:
         """Per-row keys (exact), MinHash signatures or SimHash fingerprints, after canonicalisation."""
         obs = self.canonical(observations)
         if self.mode == "exact":
-            return keys_of(obs, self.bits, num_threads=self.num_threads, name="observations")
+            return keys_unchecked(obs, self.bits, 0, self._threads, NAME)
         self._check_texts(obs)
         return self._sketch(obs)
 
@@ -120,18 +132,18 @@ class StateKeyer:
         obs = self.canonical(observations)
         groups = group_id_array(group_ids, len(obs))
         if self.mode == "exact":
-            exact_keys = keys_of(obs, self.bits, num_threads=self.num_threads, name="observations")
-            return group_exact(exact_keys, groups, num_threads=self.num_threads)
+            rows = key_rows(keys_unchecked(obs, self.bits, 0, self._threads, NAME))
+            return native.group_exact(groups, rows, self._threads)
         self._check_texts(obs)
         # Equal texts always share a state, so sketch each distinct text once and cluster each
         # distinct (task group, text) pair once; rows then inherit their pair's id.
-        exact = keys_of(obs, 128, num_threads=self.num_threads, name="observations")
-        pair = group_exact(exact, groups, num_threads=self.num_threads)
-        text = group_exact(exact, np.zeros(len(obs), dtype=np.int64), num_threads=self.num_threads)
+        locate = partial(item_problem, obs, NAME, str)
+        pair, text = native_call(NAME, "all str", native.distinct_texts, obs, groups, self._threads, locate=locate)
         pair_rows, text_rows = _first_rows(pair), _first_rows(text)
         sketches = self._sketch([obs[i] for i in text_rows])[text[pair_rows]]
         if self.mode == "minhash":
-            labels = group_minhash(sketches, groups[pair_rows], self.threshold, num_threads=self.num_threads)
+            bands, width = lsh_params_unchecked(self.threshold, self.num_perm)
+            labels = native.group_minhash(groups[pair_rows], sketches, bands, width, self.threshold, self._threads)
         else:
-            labels = group_simhash(sketches, groups[pair_rows], self.k, num_threads=self.num_threads)
+            labels = native.group_simhash(groups[pair_rows], sketches, self.k, self._threads)
         return labels[pair]

@@ -8,26 +8,41 @@ for "affine32", uint64 for "legacy"). ``minhash_texts`` cuts texts into shingles
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Sequence
-from functools import lru_cache
-from typing import Literal
+from functools import lru_cache, partial
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 
-from ._args import count, integer, item_problem, native_call, sequence, threads, token_list_problem
+from ._args import (
+    count,
+    flag,
+    integer,
+    item_problem,
+    lsh_weights,
+    native_call,
+    sequence,
+    shingling,
+    threads,
+    token_list_problem,
+    unit_threshold,
+)
 from ._native import native
 
 Scheme = Literal["affine32", "legacy"]
 Shingle = Literal["word", "word_ngram", "char_ngram"]
+Signatures = npt.NDArray[np.uint32] | npt.NDArray[np.uint64]
 
 _MERSENNE_61 = (1 << 61) - 1
 
 
 @lru_cache(maxsize=16, typed=True)
 def permutations(num_perm: int = 128, seed: int = 1, scheme: Scheme = "affine32") -> tuple[np.ndarray, np.ndarray]:
-    """datasketch's permutation parameters (a, b) as uint64 arrays, drawn the way it draws them."""
+    """datasketch's permutation parameters (a, b) as uint64 arrays, drawn the way it draws them.
+
+    The one check of ``num_perm``, the MinHash ``seed`` and ``scheme`` (the draw uses them).
+    """
     count(num_perm, "num_perm", 1)
     integer(seed, "seed", 0, 2**32 - 1)  # numpy's RandomState seed range; None would draw a random seed
     gen = np.random.RandomState(seed)
@@ -56,7 +71,7 @@ def minhash_from_tokens(
     scheme: Scheme = "affine32",
     *,
     num_threads: int | None = None,
-) -> npt.NDArray[np.uint32] | npt.NDArray[np.uint64]:
+) -> Signatures:
     """``[len(token_lists), num_perm]`` signatures of token sets (an empty set gives all 2^32 - 1)."""
     token_lists = sequence(token_lists, "token_lists")
     a, b = permutations(num_perm, seed, scheme)
@@ -69,18 +84,8 @@ def minhash_from_tokens(
         a,
         b,
         threads(num_threads),
-        locate=lambda: token_list_problem(token_lists, "token_lists"),
+        locate=partial(token_list_problem, token_lists, "token_lists"),
     )
-
-
-SHINGLES = ("word", "word_ngram", "char_ngram")
-
-
-def check_shingling(shingle: object, n: object, n_name: str = "n") -> None:
-    """Validates a shingling choice, naming the argument."""
-    if shingle not in SHINGLES:
-        raise ValueError(f"shingle must be one of {', '.join(map(repr, SHINGLES))}, got {shingle!r}")
-    count(n, n_name, 1)
 
 
 def shingles(text: str, shingle: Shingle = "word_ngram", n: int = 3, *, lowercase: bool = False) -> list[str]:
@@ -93,7 +98,8 @@ def shingles(text: str, shingle: Shingle = "word_ngram", n: int = 3, *, lowercas
     """
     if not isinstance(text, str):
         raise TypeError(f"text must be str, got {type(text).__name__}")
-    return native.shingles(text, shingle, n, lowercase)
+    kind, n = shingling(shingle, n)
+    return native.shingles(text, kind, n, flag(lowercase, "lowercase"))
 
 
 def minhash_texts(
@@ -106,24 +112,38 @@ def minhash_texts(
     n: int = 3,
     lowercase: bool = False,
     num_threads: int | None = None,
-) -> npt.NDArray[np.uint32] | npt.NDArray[np.uint64]:
+) -> Signatures:
     """Signatures of texts: equal to ``minhash_from_tokens([shingles(t, ...) for t in texts], ...)``."""
     texts = sequence(texts, "texts")
-    check_shingling(shingle, n)
-    a, b = permutations(num_perm, seed, scheme)
+    kind, n = shingling(shingle, n)
+    lowercase = flag(lowercase, "lowercase")
+    perms = permutations(num_perm, seed, scheme)
+    return minhash_texts_unchecked(texts, scheme, perms, kind, n, lowercase, threads(num_threads), "texts")
+
+
+def minhash_texts_unchecked(
+    texts: Sequence[Any],
+    scheme: str,
+    perms: tuple[np.ndarray, np.ndarray],
+    shingle: str,
+    n: int,
+    lowercase: bool,
+    n_threads: int,
+    name: str,
+) -> Signatures:
+    """:func:`minhash_texts` of checked arguments (``perms`` from :func:`permutations`); errors name ``name``."""
     return native_call(
-        "texts",
+        name,
         "a sequence of str",
         native.minhash_texts,
         texts,
         scheme,
-        a,
-        b,
+        *perms,
         shingle,
         n,
         lowercase,
-        threads(num_threads),
-        locate=lambda: item_problem(texts, "texts", str),
+        n_threads,
+        locate=partial(item_problem, texts, name, str),
     )
 
 
@@ -135,16 +155,19 @@ def jaccard(sig_a: npt.ArrayLike, sig_b: npt.ArrayLike) -> float:
     return float(np.count_nonzero(a == b)) / float(a.size)
 
 
-@lru_cache(maxsize=64, typed=True)
 def lsh_params(threshold: float, num_perm: int = 128, weights: tuple[float, float] = (0.5, 0.5)) -> tuple[int, int]:
-    """(bands, rows per band) that ``datasketch.MinHashLSH(threshold, num_perm, weights)`` uses."""
-    if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real):
-        raise TypeError(f"threshold must be a number in [0, 1], got {type(threshold).__name__}")
-    if not 0.0 <= threshold <= 1.0:
-        raise ValueError(f"threshold must be in [0, 1], got {threshold!r}")
-    num_perm = count(num_perm, "num_perm", 1)
-    fp, fn = weights
-    if not (0.0 <= fp <= 1.0 and 0.0 <= fn <= 1.0 and abs(fp + fn - 1.0) < 1e-9):
-        raise ValueError(f"weights must be two numbers in [0, 1] summing to 1, got {weights!r}")
-    bands, rows = native.lsh_params(float(threshold), num_perm, float(fp), float(fn))
+    """(bands, rows per band) that ``datasketch.MinHashLSH(threshold, num_perm, weights)`` uses.
+
+    ``threshold`` is in [0, 1], datasketch's domain (grouping takes (0, 1]).
+    """
+    threshold = unit_threshold(threshold, zero=True)
+    return lsh_params_unchecked(threshold, count(num_perm, "num_perm", 1), *lsh_weights(weights))
+
+
+@lru_cache(maxsize=64)
+def lsh_params_unchecked(
+    threshold: float, num_perm: int, fp_weight: float = 0.5, fn_weight: float = 0.5
+) -> tuple[int, int]:
+    """:func:`lsh_params` of checked arguments, cached (the optimisation takes milliseconds)."""
+    bands, rows = native.lsh_params(threshold, num_perm, fp_weight, fn_weight)
     return int(bands), int(rows)

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from testkit.hashing import assert_dense, components, partition
 
 from pyagentrl.hashing import group_exact, group_minhash, group_simhash, hamming, lsh_params
+from pyagentrl.hashing._native import native
 
 
 @settings(max_examples=60, deadline=None)
@@ -196,3 +197,34 @@ def test_bad_input_is_named() -> None:
         group_minhash(np.zeros((2, 0), dtype=np.uint32), [0, 0])
     with pytest.raises(ValueError, match="k must"):
         group_simhash(fps, [0, 0, 0], True)
+
+
+def test_threshold_domains_agree_with_the_extension() -> None:
+    # lsh_params takes datasketch's [0, 1], and the extension's optimiser answers at both ends;
+    # grouping takes (0, 1], checked once in Python, and its upper end reaches the extension.
+    assert lsh_params(0.0, 16) == native.lsh_params(0.0, 16, 0.5, 0.5) == (16, 1)
+    assert lsh_params(1.0, 16) == native.lsh_params(1.0, 16, 0.5, 0.5) == (1, 16)
+    sigs = np.array([[1, 2, 3, 4], [1, 2, 3, 4], [1, 2, 3, 5]], dtype=np.uint32)
+    assert group_minhash(sigs, [0, 0, 0], 1.0).tolist() == [0, 0, 1]
+    assert group_minhash(sigs, [0, 0, 0], 0.75, bands=4, rows_per_band=1).tolist() == [0, 0, 0]
+    with pytest.raises(ValueError, match=r"threshold must be in \(0, 1\], got 0\.0"):
+        group_minhash(sigs, [0, 0, 0], 0.0)
+    for bad in (-0.1, 1.5):
+        with pytest.raises(ValueError, match=r"threshold must be in \[0, 1\], got"):
+            lsh_params(bad)
+    with pytest.raises(TypeError, match=r"threshold must be a number in \[0, 1\], got NoneType"):
+        lsh_params(None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="weights"):
+        lsh_params(0.5, 16, (0.5, 0.6))
+
+
+def test_extension_converts_names_as_python_checks_them() -> None:
+    # The extension checks no parameter; what it converts (names, widths) fails with the message
+    # the public functions give, for callers that reach it directly.
+    with pytest.raises(ValueError, match="bits must be 64 or 128, got 32"):
+        native.text_keys(["a"], 32, 0)
+    a = b = np.ones(4, dtype=np.uint64)
+    with pytest.raises(ValueError, match="scheme must be 'affine32' or 'legacy'"):
+        native.minhash_texts(["a"], "affine64", a, b, "word", 1, False)
+    with pytest.raises(ValueError, match="shingle must be 'word', 'word_ngram' or 'char_ngram'"):
+        native.shingles("a", "lines", 1, False)

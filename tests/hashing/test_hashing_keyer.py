@@ -2,20 +2,30 @@
 
 from __future__ import annotations
 
+import ast
+import inspect
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
 import numpy as np
 import pytest
 from testkit.hashing import assert_dense, partition
+from testkit.peers import import_peer
 
 from pyagentrl.hashing import (
     CANONICALIZERS,
     StateKeyer,
     compose,
+    fingerprints,
     group_minhash,
     group_simhash,
+    simhash,
     strip_ansi,
     strip_counters,
     strip_echo,
 )
+from pyagentrl.hashing._native import native
 
 ROOM = "You are in the middle of a room. Looking quickly around you, you see a cabinet {}, a drawer 1, a fridge 1."
 OBS = [
@@ -140,3 +150,79 @@ def test_bad_input_is_named() -> None:
 def test_settings_are_checked_at_construction(settings: dict[str, object], error: type, match: str) -> None:
     with pytest.raises(error, match=match):
         StateKeyer(**settings)  # type: ignore[arg-type]
+
+
+def count_calls(monkeypatch: pytest.MonkeyPatch, target: Any, names: list[str]) -> list[str]:
+    """Wraps ``target.<name>`` for each name; the returned list records the calls in order."""
+    calls: list[str] = []
+
+    def counted(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            calls.append(name)
+            return original(*args, **kwargs)
+
+        return call
+
+    for name in names:
+        monkeypatch.setattr(target, name, counted(name, getattr(target, name)))
+    return calls
+
+
+# What StateKeyer.assign may call.
+EXTENSION = ["text_keys", "distinct_texts", "minhash_texts", "simhash_texts", "group_exact", "group_minhash",
+             "group_simhash", "lsh_params"]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("mode", "expected"),
+    [
+        ("exact", ["text_keys", "group_exact"]),
+        ("minhash", ["distinct_texts", "minhash_texts", "group_minhash"]),
+        ("simhash", ["distinct_texts", "simhash_texts", "group_simhash"]),
+    ],
+)
+def test_assign_calls_the_extension_once_per_step(
+    monkeypatch: pytest.MonkeyPatch, mode: str, expected: list[str]
+) -> None:
+    # Settings are checked at construction and the batch at the door: assign then goes straight to
+    # the extension, one call per step (the LSH banding is computed once per setting and cached).
+    keyer = StateKeyer(mode, canonicalize="alfworld")  # type: ignore[arg-type]
+    reference = keyer.assign(OBS, GROUPS)
+    calls = count_calls(monkeypatch, native, EXTENSION)
+    assert keyer.assign(OBS, GROUPS).tolist() == reference.tolist()
+    assert calls == expected
+
+
+def test_simhash_batch_is_one_call_with_at_most_two_callbacks(monkeypatch: pytest.MonkeyPatch) -> None:
+    simhash_pkg = import_peer("simhash")
+    calls = count_calls(monkeypatch, native, ["simhash_texts"])
+    callbacks = count_calls(monkeypatch, fingerprints, ["normalize_each"])
+    # A Yi syllable (a page no other test needs first), a capital sigma, ASCII.
+    texts = ["\ua000\ua001 yi", "ΟΔΟΣ ΟΔΟΣ.", "You see a cabinet 1."]
+    values = simhash(texts).tolist()
+    assert values == [simhash_pkg.Simhash(t).value for t in texts]
+    assert calls == ["simhash_texts"] and 1 <= len(callbacks) <= 2  # new pages (unless built), the sigma
+    calls.clear()
+    callbacks.clear()
+    assert simhash(texts).tolist() == values
+    assert (calls, callbacks) == (["simhash_texts"], ["normalize_each"])  # pages built: the sigma only
+    callbacks.clear()
+    simhash(["\ua000 é", "plain"])
+    assert callbacks == []
+
+
+def test_type_stubs_match_the_extension() -> None:
+    # The wheel ships pyagentrl_hash.pyi (as __init__.pyi, with py.typed) so mypy checks the calls
+    # into the extension: every function is stubbed, with the extension's parameters and defaults.
+    stub = Path(native.__file__).with_name("__init__.pyi")
+    assert stub.with_name("py.typed").exists()
+    functions = [f for f in ast.parse(stub.read_text()).body if isinstance(f, ast.FunctionDef)]
+    stubbed = {
+        f.name: ([a.arg for a in f.args.args], [ast.literal_eval(d) for d in f.args.defaults]) for f in functions
+    }
+    public = {n: getattr(native, n) for n in dir(native) if not n.startswith("_") and callable(getattr(native, n))}
+    assert stubbed.keys() == public.keys()
+    for name, function in public.items():
+        parameters = inspect.signature(function).parameters.values()
+        defaults = [p.default for p in parameters if p.default is not inspect.Parameter.empty]
+        assert stubbed[name] == ([p.name for p in parameters], defaults), name

@@ -161,7 +161,7 @@ def test_jaccard_matches_datasketch() -> None:
 
 @pytest.mark.parametrize("num_perm", [16, 64, 128, 256])
 def test_lsh_params_match_datasketch(num_perm: int) -> None:
-    for threshold in np.round(np.arange(0.05, 1.0, 0.05), 2):
+    for threshold in [0.0, *np.round(np.arange(0.05, 1.0, 0.05), 2), 1.0]:  # both ends are valid
         for weights in [(0.5, 0.5), (0.2, 0.8)]:
             assert lsh_params(float(threshold), num_perm, weights) == _optimal_param(threshold, num_perm, *weights)
     assert lsh_params(np.float32(0.5), np.int64(num_perm)) == lsh_params(0.5, num_perm)  # numpy scalars are numbers

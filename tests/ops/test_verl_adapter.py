@@ -72,7 +72,8 @@ def test_gigpo_matches_loop_reference(seed, mode, eps):
 @pytest.mark.parametrize("mode", ["mean_norm", "mean_std_norm"])
 def test_gigpo_singletons_follow_verl_agent(mode):
     # verl-agent's rules, by hand: a uid of one row is normalised with mean 0, std 1 (its raw score);
-    # a step group of one gets 0. Rows 1-3 form one uid, rows 1 and 2 one step group.
+    # a step group of one gets 0. Rows 1-3 form one uid, rows 1 and 2 one step group; row 0 shares
+    # their anchor, not their uid.
     token_rewards = torch.tensor([[3.0, 0.5], [1.0, 0.0], [2.0, 0.0], [4.0, 0.0]])
     step_rewards = torch.tensor([5.0, 1.0, 2.0, 7.0])
     uid = np.array(["solo", "t", "t", "t"], dtype=object)
@@ -164,7 +165,7 @@ def test_policy_loss_signature_and_metrics():
 def test_gigpo_similarity_groups_near_identical_anchors():
     # Two rollouts whose anchors differ only in a trailing move counter (Jaccard 28/30 of word 3-grams):
     # exact keys keep them apart (A^S = 0), MinHash at a threshold of 0.8 joins them (A^S = ±1 under
-    # mean_norm), at 0.99 it does not (the threshold is passed through).
+    # mean_norm), at 1 (all lanes equal, a valid threshold) it does not: the threshold is passed on.
     body = " ".join(f"you see a cabinet {i}, a drawer {i}, a shelf {i}." for i in range(1, 4))
     anchors = np.array([body + " moves 3", body + " moves 4"], dtype=object)
     token_rewards = torch.zeros(2, 2)
@@ -175,7 +176,7 @@ def test_gigpo_similarity_groups_near_identical_anchors():
     args = (token_rewards, step_rewards, mask, anchors, uid, traj)
     exact, _ = adapter.compute_gigpo_outcome_advantage(*args)
     near, _ = adapter.compute_gigpo_outcome_advantage(*args, enable_similarity=True, similarity_thresh=0.8)
-    strict, _ = adapter.compute_gigpo_outcome_advantage(*args, enable_similarity=True, similarity_thresh=0.99)
+    strict, _ = adapter.compute_gigpo_outcome_advantage(*args, enable_similarity=True, similarity_thresh=1.0)
     torch.testing.assert_close(exact[:, 0], torch.zeros(2))
     torch.testing.assert_close(near[:, 0], torch.tensor([-1.0, 1.0]))
     torch.testing.assert_close(strict[:, 0], torch.zeros(2))

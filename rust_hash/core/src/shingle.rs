@@ -6,7 +6,11 @@
 //! joined by one space. A text shorter than one n-gram gives a single shingle (the whole text), so short
 //! observations still have a signature; a text with no words gives the empty set.
 
-/// How a text is cut into set elements.
+use crate::Error;
+use std::num::NonZeroUsize;
+
+/// How a text is cut into set elements. Runs are of `n >= 1` items (use [`Shingling::from_name`];
+/// shingling with a run of 0 panics).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Shingling {
     /// Whitespace-separated words.
@@ -18,18 +22,18 @@ pub enum Shingling {
 }
 
 impl Shingling {
-    /// Parses the Python-facing name (`"word"`, `"word_ngram"`, `"char_ngram"`) and n.
-    pub fn from_name(name: &str, n: usize) -> Result<Self, String> {
-        if n == 0 {
-            return Err("n must be >= 1".into());
-        }
+    /// The shingling named `name` (`"word"`, `"word_ngram"`, `"char_ngram"`), with runs of `n`.
+    pub fn from_name(name: &str, n: NonZeroUsize) -> Result<Self, Error> {
+        let n = n.get();
         match name {
             "word" => Ok(Self::Words),
             "word_ngram" => Ok(Self::WordNgrams(n)),
             "char_ngram" => Ok(Self::CharNgrams(n)),
-            other => Err(format!(
-                "shingle must be 'word', 'word_ngram' or 'char_ngram', got {other:?}"
-            )),
+            other => Err(Error::Unknown {
+                param: "shingle",
+                got: format!("{other:?}"),
+                expected: "'word', 'word_ngram' or 'char_ngram'",
+            }),
         }
     }
 }
@@ -342,11 +346,16 @@ mod tests {
 
     #[test]
     fn names() {
+        let three = NonZeroUsize::new(3).unwrap();
         assert_eq!(
-            Shingling::from_name("word_ngram", 3),
+            Shingling::from_name("word_ngram", three),
             Ok(Shingling::WordNgrams(3))
         );
-        assert!(Shingling::from_name("lines", 3).is_err());
-        assert!(Shingling::from_name("word", 0).is_err());
+        assert_eq!(
+            Shingling::from_name("lines", three)
+                .unwrap_err()
+                .to_string(),
+            "shingle must be 'word', 'word_ngram' or 'char_ngram', got \"lines\""
+        );
     }
 }

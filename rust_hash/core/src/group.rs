@@ -8,7 +8,8 @@
 //! together even when a and c are far apart), which the caller bounds with a strict threshold.
 //! Ids are numbered by first appearance in row order, so shuffling rows permutes ids only.
 
-use crate::simhash::hamming;
+use crate::fingerprint::hamming;
+use crate::parallel::Pool;
 use crate::unionfind::UnionFind;
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
@@ -60,6 +61,75 @@ pub fn assign(group_ids: &[i64], clusterer: &impl Cluster) -> Vec<i64> {
             *id
         })
         .collect()
+}
+
+/// Anchor ids of rows with equal keys (`width` u64 words per row) within each task group.
+///
+/// # Panics
+/// Unless `keys` holds `width` words per row.
+pub fn by_keys(group_ids: &[i64], keys: &[u64], width: usize, pool: &Pool) -> Vec<i64> {
+    assert_eq!(
+        keys.len(),
+        group_ids.len() * width,
+        "width key words per row"
+    );
+    pool.install(|| assign(group_ids, &Exact { keys, width }))
+}
+
+/// Anchor ids of MinHash-LSH components within each task group: rows sharing one of `bands`
+/// bands of `rows_per_band` lanes with estimated Jaccard >= `threshold`, chained.
+///
+/// # Panics
+/// Unless `signatures` holds `group_ids.len()` rows of `num_perm` lanes and
+/// `1 <= bands * rows_per_band <= num_perm`.
+pub fn by_signatures<T: bytemuck::Pod + Eq + Hash + Sync>(
+    group_ids: &[i64],
+    signatures: &[T],
+    num_perm: usize,
+    (bands, rows_per_band): (usize, usize),
+    threshold: f64,
+    pool: &Pool,
+) -> Vec<i64> {
+    assert!(
+        (1..=num_perm).contains(&(bands * rows_per_band))
+            && signatures.len() == group_ids.len() * num_perm,
+        "signatures must be [n, num_perm] with 1 <= bands * rows_per_band <= num_perm"
+    );
+    let lsh = MinHashLsh {
+        signatures,
+        num_perm,
+        bands,
+        rows_per_band,
+        threshold,
+    };
+    pool.install(|| assign(group_ids, &lsh))
+}
+
+/// Anchor ids of SimHash components within each task group: fingerprints within Hamming
+/// distance `k`, chained.
+///
+/// # Panics
+/// Unless `k <= 63` and there is one fingerprint per row.
+pub fn by_fingerprints(group_ids: &[i64], fingerprints: &[u64], k: u32, pool: &Pool) -> Vec<i64> {
+    assert!(
+        k <= 63 && fingerprints.len() == group_ids.len(),
+        "k must be in 0..=63, with one fingerprint per row"
+    );
+    pool.install(|| assign(group_ids, &SimHashBlocks { fingerprints, k }))
+}
+
+/// Two numberings of the rows of a batch by 128-bit key (`keys`, two words per row): the first
+/// numbers distinct (task group, key) pairs, the second distinct keys, both by first appearance.
+/// Equal texts always share a state, so near-duplicate grouping sketches each distinct key once
+/// and clusters each distinct pair once.
+///
+/// # Panics
+/// Unless `keys` holds two words per row.
+pub fn distinct_pairs(group_ids: &[i64], keys: &[u64], pool: &Pool) -> (Vec<i64>, Vec<i64>) {
+    assert_eq!(keys.len(), 2 * group_ids.len(), "two key words per row");
+    let exact = Exact { keys, width: 2 };
+    let one_group = vec![0i64; group_ids.len()];
+    pool.install(|| rayon::join(|| assign(group_ids, &exact), || assign(&one_group, &exact)))
 }
 
 /// Local labels from a union-find over `n` items, numbered by first appearance of `item_of_row`.
@@ -541,5 +611,33 @@ mod tests {
             reversed.extend_from_slice(&sigs[row * 8..(row + 1) * 8]);
         }
         assert_eq!(lsh(&reversed), [0, 1, 0, 0]);
+    }
+
+    #[test]
+    fn drivers_equal_assign() {
+        let pool = Pool::with_threads(2).unwrap();
+        let groups = [0, 0, 1, 1, 0];
+        let keys = [7u64, 1, 8, 1, 7, 1, 7, 1, 7, 1];
+        assert_eq!(by_keys(&groups, &keys, 2, &pool), [0, 1, 2, 2, 0]);
+        assert_eq!(
+            distinct_pairs(&groups, &keys, &pool),
+            (vec![0, 1, 2, 2, 0], vec![0, 1, 0, 0, 0])
+        );
+        let fps = [0b000, 0b011, 0b001, 0b111, 0b1111_0000];
+        assert_eq!(
+            by_fingerprints(&[5, 5, 5, 6, 5], &fps, 1, &pool),
+            [0, 0, 0, 1, 2]
+        );
+        let sigs: Vec<u64> = vec![1, 2, 3, 4, 1, 2, 3, 5, 9, 9, 9, 9];
+        assert_eq!(
+            by_signatures(&[0, 0, 0], &sigs, 4, (2, 2), 0.7, &pool),
+            [0, 0, 1]
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "bands * rows_per_band")]
+    fn banding_beyond_the_lanes_panics() {
+        by_signatures(&[0], &[1u32, 2], 2, (3, 1), 0.5, &Pool::default());
     }
 }

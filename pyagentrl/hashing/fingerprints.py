@@ -3,10 +3,11 @@
 ``simhash(texts)[i] == simhash.Simhash(texts[i]).value``. The package normalises a text with
 ``str.lower`` and the regular expression ``[\\w\\u4e00-\\u9fcc]``, both of which follow the running
 interpreter's Unicode version. ASCII texts are normalised natively (there the rules reduce to
-``[a-z0-9_]``). For other texts the extension applies a per-code-point table computed with the
-running interpreter's own ``str.lower`` and ``re``, built page by page (4,096 code points, about a
-millisecond each) the first time a page occurs. Texts holding a capital sigma, whose lowercase
-depends on its neighbours, are normalised here in Python (about ten times slower per text).
+``[a-z0-9_]``). For other texts the extension applies a per-code-point table that it owns and
+builds, page by page (4,096 code points) the first time a page occurs, from this interpreter's
+normalisation of each character (:func:`normalize_each`, its callback). Texts holding a capital
+sigma, whose lowercase depends on its neighbours, are normalised whole by the same callback. A
+batch is one call into the extension, which calls back at most twice (new pages, capital sigmas).
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ import bisect
 import math
 import numbers
 import re
-import threading
 from collections.abc import Iterable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -28,15 +29,7 @@ from ._native import native
 # The package's default `reg`: what counts as a letter.
 _LETTERS = re.compile(r"[\w\u4e00-\u9fcc]+")
 _NON_LETTER = re.compile(r"[^\w\u4e00-\u9fcc]")
-
-# The extension's normalisation table (see rust_hash/src/simhash.rs): entry c is the code point c
-# becomes, or one of these marks. Pages are built on first use; the published array is never
-# written again (a batch reads it without the GIL), so adding pages makes a new one.
-_PAGE_BITS = 12
-_DROP, _FALLBACK, _UNKNOWN = 0xFFFFFFFF, 0xFFFFFFFE, 0xFFFFFFFD
-_CAPITAL_SIGMA = 0x3A3  # lowercases to "σ" or, ending a word, "ς" (str.lower's one context rule)
-_table: npt.NDArray[np.uint32] | None = None
-_table_lock = threading.Lock()
+_CAPITAL_SIGMA = "\u03a3"  # lowercases to "σ" or, ending a word, "ς" (str.lower's one context rule)
 
 Features = Mapping[str, float] | Sequence[str | tuple[str, float]]
 
@@ -45,63 +38,37 @@ def _normalize(text: str) -> str:
     return "".join(_LETTERS.findall(text.lower()))
 
 
-def _page(page: int) -> npt.NDArray[np.uint32]:
-    """Table entries of one page: what each code point becomes under this interpreter's rules."""
-    size = 1 << _PAGE_BITS
-    cps = np.arange(page * size, (page + 1) * size, dtype=np.uint32)
-    surrogate = (cps >= 0xD800) & (cps < 0xE000)
-    chars = np.where(surrogate, 0x20, cps).astype("<u4").tobytes().decode("utf-32-le")
-    lowered = chars.lower()
-    if len(lowered) == len(chars):  # every character lowercases to one: map them all at once
-        low = np.frombuffer(lowered.encode("utf-32-le"), dtype="<u4")
-        letter = np.frombuffer(_NON_LETTER.sub("\0", lowered).encode("utf-32-le"), dtype="<u4") != 0
-        out = np.where(letter, low, _DROP).astype(np.uint32)
-    else:  # some lowercase to several characters (U+0130 does): one at a time
-        out = np.empty(size, dtype=np.uint32)
-        for i, c in enumerate(chars):
-            kept = _normalize(c)
-            out[i] = _DROP if not kept else ord(kept) if len(kept) == 1 else _FALLBACK
-    out[surrogate] = _DROP
-    if page == _CAPITAL_SIGMA >> _PAGE_BITS:
-        out[_CAPITAL_SIGMA - page * size] = _FALLBACK
-    return out
+def normalize_each(texts: list[str]) -> list[str]:
+    """The package's normalisation of each text, by this interpreter's rules (the extension's callback).
 
-
-def _with_pages(pages: Sequence[int]) -> npt.NDArray[np.uint32]:
-    """The normalisation table, extended by ``pages``."""
-    global _table
-    with _table_lock:
-        table = np.full(0x110000, _UNKNOWN, dtype=np.uint32) if _table is None else _table.copy()
-        for page in pages:
-            if table[page << _PAGE_BITS] == _UNKNOWN:
-                table[page << _PAGE_BITS : (page + 1) << _PAGE_BITS] = _page(page)
-        table.flags.writeable = False
-        _table = table
-        return table
+    The extension asks for whole texts (those holding a capital sigma) and for table pages, each
+    character of a page as its own text; a page is normalised in one go, as a string, when every
+    character lowercases to one (str.lower is context-free but for the capital sigma).
+    """
+    if texts and all(len(t) == 1 for t in texts):
+        chars = "".join(texts)
+        lowered = chars.lower()
+        if len(lowered) == len(chars) and _CAPITAL_SIGMA not in chars:
+            return ["" if c == "\0" else c for c in _NON_LETTER.sub("\0", lowered)]
+    return [_normalize(t) for t in texts]
 
 
 def simhash(texts: Sequence[str], *, num_threads: int | None = None) -> npt.NDArray[np.uint64]:
     """64-bit fingerprints of texts (character 4-grams of the lowercased letters, MD5-hashed)."""
-    texts = sequence(texts, "texts")
-    n_threads = threads(num_threads)
-    values, pending, missing = native_call(
-        "texts",
+    return simhash_unchecked(sequence(texts, "texts"), threads(num_threads), "texts")
+
+
+def simhash_unchecked(texts: Sequence[Any], n_threads: int, name: str) -> npt.NDArray[np.uint64]:
+    """:func:`simhash` of checked arguments (one call into the extension); errors name ``name``."""
+    return native_call(
+        name,
         "a sequence of str",
         native.simhash_texts,
         texts,
-        False,
+        normalize_each,
         n_threads,
-        _table,
-        locate=lambda: item_problem(texts, "texts", str),
+        locate=partial(item_problem, texts, name, str),
     )
-    if missing:  # pages first met in this batch: build them, then hash the waiting texts again
-        again, still, _ = native.simhash_texts([texts[i] for i in pending], False, n_threads, _with_pages(missing))
-        values[pending] = again
-        pending = [pending[j] for j in still]
-    if pending:  # a capital sigma: the interpreter normalises the text itself
-        normalized = [_normalize(texts[i]) for i in pending]
-        values[pending] = native.simhash_texts(normalized, True, n_threads)[0]
-    return values
 
 
 def simhash_weighted(documents: Sequence[Features]) -> npt.NDArray[np.uint64]:
@@ -133,7 +100,7 @@ def simhash_weighted(documents: Sequence[Features]) -> npt.NDArray[np.uint64]:
         offsets.append(len(features))
     w = np.asarray(weights, dtype=np.float64)
     try:
-        return native.simhash_weighted(features, w, np.asarray(offsets, dtype=np.int64))
+        return native.simhash_weighted(features, w, offsets)
     except UnicodeEncodeError:
         for k, feature in enumerate(features):
             try:

@@ -5,10 +5,37 @@
 //! module only applies them. Token hash: the first 4 bytes of SHA-1, little-endian.
 
 use crate::memo::{bits_for_rows, DirectMapped};
+use crate::parallel::{memo_block, Pool};
+use crate::shingle::{for_each_shingle, Scratch, Shingling};
+use crate::Error;
+use rayon::prelude::*;
 use sha1::{Digest, Sha1};
+use std::borrow::Cow;
 
 /// Mersenne prime 2^61 - 1 of the legacy scheme.
 const MERSENNE_61: u64 = (1 << 61) - 1;
+
+/// A permutation scheme of datasketch 2.0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scheme {
+    Affine32,
+    Legacy,
+}
+
+impl Scheme {
+    /// The scheme named `name` (`"affine32"` or `"legacy"`, datasketch's names).
+    pub fn from_name(name: &str) -> Result<Self, Error> {
+        match name {
+            "affine32" => Ok(Self::Affine32),
+            "legacy" => Ok(Self::Legacy),
+            other => Err(Error::Unknown {
+                param: "scheme",
+                got: format!("{other:?}"),
+                expected: "'affine32' or 'legacy'",
+            }),
+        }
+    }
+}
 
 /// A permutation scheme of datasketch 2.0 together with its drawn parameters.
 #[derive(Clone, Debug)]
@@ -20,6 +47,25 @@ pub enum Permutations {
 }
 
 impl Permutations {
+    /// The permutations of `scheme` with parameters `a` and `b` (one pair per lane, as datasketch
+    /// draws them; affine32 parameters are below 2^32 and kept as u32).
+    ///
+    /// # Panics
+    /// If `a` and `b` differ in length.
+    pub fn new(scheme: Scheme, a: &[u64], b: &[u64]) -> Self {
+        assert_eq!(a.len(), b.len(), "one (a, b) pair per permutation");
+        match scheme {
+            Scheme::Affine32 => Self::Affine32 {
+                a: a.iter().map(|&x| x as u32).collect(),
+                b: b.iter().map(|&x| x as u32).collect(),
+            },
+            Scheme::Legacy => Self::Legacy {
+                a: a.to_vec(),
+                b: b.to_vec(),
+            },
+        }
+    }
+
     pub fn num_perm(&self) -> usize {
         match self {
             Self::Affine32 { a, .. } => a.len(),
@@ -350,6 +396,126 @@ fn tail_word(tail: &[u8]) -> u64 {
     }
 }
 
+/// Signatures of a batch: `[n, num_perm]` lanes, row-major, in datasketch's dtype for the
+/// scheme (uint32 for affine32, uint64 for legacy).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Signatures {
+    Affine32(Vec<u32>),
+    Legacy(Vec<u64>),
+}
+
+/// Per-block state of a signature batch: token-hash memo, the row's hashes, shingling buffers.
+pub struct RowState {
+    pub cache: TokenHashCache,
+    pub hashes: Vec<u32>,
+    pub scratch: Scratch,
+}
+
+impl RowState {
+    fn for_rows(rows: usize) -> Self {
+        Self {
+            cache: TokenHashCache::for_rows(rows),
+            hashes: Vec::new(),
+            scratch: Scratch::default(),
+        }
+    }
+}
+
+/// Fills the signatures of rows `0..n` in parallel on `pool`: `hash_row(i, state)` pushes the
+/// token hashes of row `i` onto `state.hashes`. Rows go out in blocks that share one [`RowState`].
+pub fn signatures(
+    perms: &Permutations,
+    n: usize,
+    pool: &Pool,
+    hash_row: impl Fn(usize, &mut RowState) + Sync,
+) -> Signatures {
+    let fill = |row: &mut SignatureMut<'_>, i: usize, state: &mut RowState| {
+        state.hashes.clear();
+        hash_row(i, state);
+        Permutations::clear(row);
+        perms.fold(&state.hashes, row);
+    };
+    match perms {
+        Permutations::Affine32 { a, .. } => {
+            Signatures::Affine32(lanes(n, a.len(), pool, |row, i, s| {
+                fill(&mut SignatureMut::Affine32(row), i, s)
+            }))
+        }
+        Permutations::Legacy { a, .. } => {
+            Signatures::Legacy(lanes(n, a.len(), pool, |row, i, s| {
+                fill(&mut SignatureMut::Legacy(row), i, s)
+            }))
+        }
+    }
+}
+
+/// `n` rows of `m` lanes of type `T`, filled in place and in parallel by `fill_row(row, i, state)`,
+/// rows handed out in blocks that share one [`RowState`].
+fn lanes<T: Copy + Default + Send>(
+    n: usize,
+    m: usize,
+    pool: &Pool,
+    fill_row: impl Fn(&mut [T], usize, &mut RowState) + Sync,
+) -> Vec<T> {
+    let mut out = vec![T::default(); n * m];
+    if out.is_empty() {
+        return out;
+    }
+    pool.install(|| {
+        let block = memo_block(n);
+        out.par_chunks_mut(m * block)
+            .enumerate()
+            .for_each(|(b, rows)| {
+                let mut state = RowState::for_rows(rows.len() / m);
+                for (j, row) in rows.chunks_mut(m).enumerate() {
+                    fill_row(row, b * block + j, &mut state);
+                }
+            })
+    });
+    out
+}
+
+/// Signatures of token lists (each token hashed as its bytes), as datasketch's `update_batch`.
+pub fn signatures_of_tokens<T: AsRef<[u8]> + Sync>(
+    token_lists: &[Vec<T>],
+    perms: &Permutations,
+    pool: &Pool,
+) -> Signatures {
+    signatures(perms, token_lists.len(), pool, |i, state| {
+        let RowState { cache, hashes, .. } = state;
+        hashes.extend(token_lists[i].iter().map(|t| cache.hash(t.as_ref())))
+    })
+}
+
+/// Signatures of texts cut into shingles by `shingling` (after `str.lower`-like lowercasing
+/// when `lowercase`).
+pub fn signatures_of_texts<S: AsRef<str> + Sync>(
+    texts: &[S],
+    perms: &Permutations,
+    shingling: Shingling,
+    lowercase: bool,
+    pool: &Pool,
+) -> Signatures {
+    signatures(perms, texts.len(), pool, |i, state| {
+        let RowState {
+            cache,
+            hashes,
+            scratch,
+        } = state;
+        let text = prepare(texts[i].as_ref(), lowercase);
+        for_each_shingle(&text, shingling, scratch, |s| hashes.push(cache.hash(s)));
+    })
+}
+
+/// `text`, lowercased when `lowercase` (the shingles of `minhash_texts(..., lowercase=True)`).
+pub fn prepare(text: &str, lowercase: bool) -> Cow<'_, str> {
+    if lowercase {
+        text.to_lowercase().into()
+    } else {
+        text.into()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -457,5 +623,69 @@ mod tests {
         let mut sig = SignatureMut::Affine32(&mut lanes);
         Permutations::clear(&mut sig);
         assert_eq!(lanes, [u32::MAX; 4]);
+    }
+
+    #[test]
+    fn batches_equal_row_by_row() {
+        // 3,000 rows on two threads: several blocks, each with its own memo.
+        let texts: Vec<String> = (0..3000)
+            .map(|i| format!("you see a cabinet {} and a drawer {}", i % 7, i % 11))
+            .collect();
+        let a: Vec<u64> = (0..16u64).map(|k| (k * 2_654_435_761) | 1).collect();
+        let b: Vec<u64> = (0..16u64).map(|k| k * 40_503).collect();
+        let shingling = Shingling::WordNgrams(3);
+        for scheme in [Scheme::Affine32, Scheme::Legacy] {
+            let perms = Permutations::new(scheme, &a, &b);
+            let batch = signatures_of_texts(
+                &texts,
+                &perms,
+                shingling,
+                true,
+                &Pool::with_threads(2).unwrap(),
+            );
+            let tokens: Vec<Vec<String>> = texts
+                .iter()
+                .map(|t| crate::shingle::shingles(&t.to_lowercase(), shingling))
+                .collect();
+            assert_eq!(
+                signatures_of_tokens(&tokens, &perms, &Pool::with_threads(1).unwrap()),
+                batch
+            );
+            let one = |i: usize| {
+                let hashes: Vec<u32> = tokens[i]
+                    .iter()
+                    .map(|t| sha1_hash32(t.as_bytes()))
+                    .collect();
+                match &perms {
+                    Permutations::Affine32 { .. } => {
+                        let mut lanes = vec![0u32; 16];
+                        let mut sig = SignatureMut::Affine32(&mut lanes);
+                        Permutations::clear(&mut sig);
+                        perms.fold(&hashes, &mut sig);
+                        Signatures::Affine32(lanes)
+                    }
+                    Permutations::Legacy { .. } => {
+                        let mut lanes = vec![0u64; 16];
+                        let mut sig = SignatureMut::Legacy(&mut lanes);
+                        Permutations::clear(&mut sig);
+                        perms.fold(&hashes, &mut sig);
+                        Signatures::Legacy(lanes)
+                    }
+                }
+            };
+            for i in [0, 1023, 1024, 2999] {
+                let expect = one(i);
+                match (&batch, expect) {
+                    (Signatures::Affine32(all), Signatures::Affine32(row)) => {
+                        assert_eq!(all[16 * i..16 * (i + 1)], row)
+                    }
+                    (Signatures::Legacy(all), Signatures::Legacy(row)) => {
+                        assert_eq!(all[16 * i..16 * (i + 1)], row)
+                    }
+                    _ => panic!("dtype follows the scheme"),
+                }
+            }
+        }
+        assert!(Scheme::from_name("affine64").is_err());
     }
 }

@@ -1,19 +1,19 @@
 //! SimHash fingerprints equal to the PyPI package `simhash` 2.1.2 (`Simhash(text).value`).
 //!
-//! The package lowercases the text, keeps the matches of `[\w\u4e00-\u9fcc]+` joined together,
-//! takes character 4-grams (the whole string when shorter, even when empty) weighted by count,
-//! and hashes each with MD5 (last 8 bytes, big-endian). Bit i is set iff the weight of features
-//! with bit i set exceeds half the total weight.
+//! The package lowercases the text, keeps the matches of `[\w\u4e00-\u9fcc]+` joined together
+//! (see [`crate::normalize`]), takes character 4-grams (the whole string when shorter, even when
+//! empty) weighted by count, and hashes each with MD5 (last 8 bytes, big-endian). Bit i is set
+//! iff the weight of features with bit i set exceeds half the total weight.
 //!
-//! ASCII text is normalised here directly (streamed, without a copy): for it, `str.lower` and
-//! `\w` reduce to `[a-z0-9_]`. For other text the rules depend on the interpreter's Unicode
-//! version (3.11 and 3.12 differ), so the Python layer builds a per-code-point table with the
-//! running interpreter's own `str.lower` and `re` (page by page, as pages are first needed) and
-//! [`normalize_with_table`] applies it. The one context-dependent rule, the final sigma of
-//! `str.lower`, is left to the Python layer, as are pages the table does not hold yet.
+//! ASCII text is normalised while it streams (without a copy); other text goes through the
+//! normalisation table, and [`fingerprint_texts`] assembles a batch: table pages and whole-text
+//! normalisations come from the [`Interpreter`] the fingerprints must agree with.
 
 use crate::memo::{bits_for_rows, DirectMapped};
+use crate::normalize::{is_word_byte, normalize_with, Outcome, Snapshot, Table};
+use crate::parallel::{map_blocks, Pool};
 use md5::{Digest, Md5};
+use rayon::prelude::*;
 
 /// Width of the package's character shingles.
 const WIDTH: usize = 4;
@@ -175,9 +175,9 @@ impl Features for RawAscii<'_> {
 }
 
 /// Text already normalised (UTF-8 of word characters only).
-struct Normalised<'a>(&'a [u8]);
+struct NormalizedText<'a>(&'a [u8]);
 
-impl Features for Normalised<'_> {
+impl Features for NormalizedText<'_> {
     #[inline(always)]
     fn stream(self, cache: &mut FeatureCache, add: impl FnMut(u64)) {
         stream_normalized(self.0, cache, add)
@@ -205,12 +205,6 @@ fn portable_vote(features: impl Features, cache: &mut FeatureCache) -> u64 {
 pub fn fingerprint_ascii(text: &str, cache: &mut FeatureCache) -> Option<u64> {
     text.is_ascii()
         .then(|| vote(RawAscii(text.as_bytes()), cache))
-}
-
-/// Whether an ASCII byte is a word character of the package's `[\w]` (after lowercasing).
-#[inline(always)]
-fn is_word_byte(c: u8) -> bool {
-    c.is_ascii_alphanumeric() || c == b'_'
 }
 
 /// Feeds the feature hashes of ASCII text to `add`, in text order.
@@ -291,73 +285,9 @@ mod avx2 {
     }
 }
 
-/// Table entry: the character contributes nothing (not a word character once lowercased).
-pub const DROP: u32 = u32::MAX;
-/// Table entry: the character's normalisation depends on context (U+03A3 and its final sigma)
-/// or yields several characters; the caller normalises the whole text itself.
-pub const FALLBACK: u32 = u32::MAX - 1;
-/// Table entry: the page holding the character has not been built yet.
-pub const UNKNOWN: u32 = u32::MAX - 2;
-/// log2 of the code points per table page.
-pub const PAGE_BITS: u32 = 12;
-
-/// How [`normalize_with_table`] ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Normalized {
-    /// `out` holds the normalised text.
-    Done,
-    /// A character needs the interpreter itself (see [`FALLBACK`]).
-    Fallback,
-    /// Some pages are missing from the table; their indices were pushed to `missing`.
-    Missing,
-}
-
-/// Normalises `text` as the package does (`str.lower`, then keep `[\w\u4e00-\u9fcc]`) into
-/// `out`: ASCII characters directly, the others through `table` (indexed by code point; an
-/// entry is the character the code point becomes, or [`DROP`], [`FALLBACK`] or [`UNKNOWN`]).
-/// Without a table every non-ASCII page is missing.
-pub fn normalize_with_table(
-    text: &str,
-    table: Option<&[u32]>,
-    out: &mut String,
-    missing: &mut Vec<u32>,
-) -> Normalized {
-    out.clear();
-    let mut result = Normalized::Done;
-    for c in text.chars() {
-        if c.is_ascii() {
-            if is_word_byte(c as u8) {
-                out.push(c.to_ascii_lowercase());
-            }
-            continue;
-        }
-        let entry = table.map_or(UNKNOWN, |t| t.get(c as usize).copied().unwrap_or(UNKNOWN));
-        match entry {
-            DROP => {}
-            FALLBACK => {
-                if result == Normalized::Done {
-                    result = Normalized::Fallback;
-                }
-            }
-            UNKNOWN => {
-                let page = c as u32 >> PAGE_BITS;
-                if !missing.contains(&page) {
-                    missing.push(page);
-                }
-                result = Normalized::Missing;
-            }
-            cp => match char::from_u32(cp) {
-                Some(lowered) => out.push(lowered),
-                None => result = Normalized::Fallback,
-            },
-        }
-    }
-    result
-}
-
 /// Fingerprint of already normalised text (only word characters, lowercased).
 pub fn fingerprint_normalized(norm: &[u8], cache: &mut FeatureCache) -> u64 {
-    vote(Normalised(norm), cache)
+    vote(NormalizedText(norm), cache)
 }
 
 /// Feeds the feature hashes of normalised text to `add`: its character 4-grams, or the whole
@@ -433,6 +363,145 @@ pub fn hamming(a: u64, b: u64) -> u32 {
     (a ^ b).count_ones()
 }
 
+/// What a SimHash batch needs from the interpreter whose Unicode rules it follows.
+pub trait Interpreter {
+    type Error;
+
+    /// Runs `pass`, a parallel part of the batch (the bindings release the GIL around it).
+    fn detach<T: Send>(&mut self, pass: impl FnOnce() -> T + Send) -> T;
+
+    /// The package's normalisation of each of `texts` (`str.lower`, then the matches of
+    /// `[\w\u4e00-\u9fcc]` joined), one string per text, by the interpreter's own rules.
+    fn normalize(&mut self, texts: &[&str]) -> Result<Vec<String>, Self::Error>;
+}
+
+/// Fingerprints of `texts` (`simhash.Simhash(text).value` under `interpreter`'s rules), in
+/// parallel on `pool`, with `table` (the interpreter's normalisation table) built as needed.
+///
+/// A first pass hashes ASCII texts directly and the others through `table`. The pages it lacked
+/// are then built (one `normalize` call for all of them) and the texts that needed them hashed
+/// again; what is left (a capital sigma) is normalised by the interpreter (one more call) and
+/// hashed. A batch whose pages are built calls the interpreter only for capital sigmas.
+pub fn fingerprint_texts<S: AsRef<str> + Sync, I: Interpreter>(
+    texts: &[S],
+    table: &Table,
+    pool: &Pool,
+    interpreter: &mut I,
+) -> Result<Vec<u64>, I::Error> {
+    let first = interpreter.detach(|| table_pass(texts, &table.snapshot(), pool));
+    let (mut values, mut pending) = (first.values, first.pending);
+    if !first.missing.is_empty() {
+        table.build(&first.missing, |chars| interpreter.normalize(chars))?;
+        let waiting: Vec<&str> = pending.iter().map(|&i| texts[i].as_ref()).collect();
+        let again = interpreter.detach(|| table_pass(&waiting, &table.snapshot(), pool));
+        debug_assert!(again.missing.is_empty(), "every missing page was built");
+        for (&i, value) in pending.iter().zip(again.values) {
+            values[i] = value;
+        }
+        pending = again.pending.iter().map(|&j| pending[j]).collect();
+    }
+    if !pending.is_empty() {
+        let waiting: Vec<&str> = pending.iter().map(|&i| texts[i].as_ref()).collect();
+        let normalized = interpreter.normalize(&waiting)?;
+        let again = interpreter.detach(|| fingerprint_normalized_texts(&normalized, pool));
+        for (&i, value) in pending.iter().zip(again) {
+            values[i] = value;
+        }
+    }
+    Ok(values)
+}
+
+/// One pass over a batch: fingerprints (0 where pending), the rows left pending (the table could
+/// not normalise them), and the pages the table lacked.
+struct TablePass {
+    values: Vec<u64>,
+    pending: Vec<usize>,
+    missing: Vec<u32>,
+}
+
+fn table_pass<S: AsRef<str> + Sync>(texts: &[S], table: &Snapshot, pool: &Pool) -> TablePass {
+    let blocks = map_blocks(pool, texts, |start, block| {
+        let mut cache = FeatureCache::for_rows(block.len());
+        let (mut norm, mut pending, mut missing) = (String::new(), Vec::new(), Vec::new());
+        let values: Vec<u64> = block
+            .iter()
+            .enumerate()
+            .map(|(j, text)| {
+                let text = text.as_ref();
+                if let Some(fp) = fingerprint_ascii(text, &mut cache) {
+                    return fp;
+                }
+                match normalize_with(text, table, &mut norm, &mut missing) {
+                    Outcome::Done => fingerprint_normalized(norm.as_bytes(), &mut cache),
+                    Outcome::Fallback | Outcome::Missing => {
+                        pending.push(start + j);
+                        0
+                    }
+                }
+            })
+            .collect();
+        (values, pending, missing)
+    });
+    let mut pass = TablePass {
+        values: Vec::with_capacity(texts.len()),
+        pending: Vec::new(),
+        missing: Vec::new(),
+    };
+    for (values, pending, missing) in blocks {
+        pass.values.extend(values);
+        pass.pending.extend(pending);
+        pass.missing.extend(missing);
+    }
+    pass.missing.sort_unstable();
+    pass.missing.dedup();
+    pass
+}
+
+/// Fingerprints of already normalised texts, in parallel on `pool`.
+pub fn fingerprint_normalized_texts<S: AsRef<[u8]> + Sync>(texts: &[S], pool: &Pool) -> Vec<u64> {
+    map_blocks(pool, texts, |_, block| {
+        let mut cache = FeatureCache::for_rows(block.len());
+        block
+            .iter()
+            .map(|t| fingerprint_normalized(t.as_ref(), &mut cache))
+            .collect::<Vec<u64>>()
+    })
+    .concat()
+}
+
+/// Fingerprints of weighted feature lists, in parallel on `pool`: document i owns
+/// `features[offsets[i]..offsets[i + 1]]` and their `weights`.
+///
+/// # Panics
+/// Unless `offsets` runs from 0 to `features.len()`, non-decreasing, with one weight per feature.
+pub fn fingerprint_weighted_documents<F: AsRef<[u8]> + Sync>(
+    features: &[F],
+    weights: &[f64],
+    offsets: &[usize],
+    pool: &Pool,
+) -> Vec<u64> {
+    assert!(
+        weights.len() == features.len()
+            && offsets.first() == Some(&0)
+            && offsets.last() == Some(&features.len())
+            && offsets.windows(2).all(|p| p[0] <= p[1]),
+        "offsets must run from 0 to len(features), non-decreasing, with one weight per feature"
+    );
+    pool.install(|| {
+        offsets
+            .par_windows(2)
+            .map(|p| {
+                fingerprint_weighted(
+                    features[p[0]..p[1]]
+                        .iter()
+                        .map(|f| f.as_ref())
+                        .zip(weights[p[0]..p[1]].iter().copied()),
+                )
+            })
+            .collect()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -501,39 +570,6 @@ mod tests {
         assert!(!normalize_ascii("é", &mut out));
     }
 
-    #[test]
-    fn table_normalisation() {
-        // A toy table over the first page: 'Ä' -> 'ä', 'é' kept, '©' dropped, 'Σ' falls back.
-        let mut table = vec![UNKNOWN; 1 << PAGE_BITS];
-        table[0xC4] = 0xE4;
-        table[0xE9] = 0xE9;
-        table[0xA9] = DROP;
-        table[0x3A3] = FALLBACK;
-        let (mut out, mut missing) = (String::new(), Vec::new());
-        let norm = normalize_with_table("Ä-é ©B_1!", Some(&table), &mut out, &mut missing);
-        assert_eq!((norm, out.as_str()), (Normalized::Done, "äéb_1"));
-        let norm = normalize_with_table("aΣ", Some(&table), &mut out, &mut missing);
-        assert_eq!(norm, Normalized::Fallback);
-        // Missing pages are reported once each, and win over a fallback.
-        let norm = normalize_with_table("Σ🙂x🙂汉", Some(&table), &mut out, &mut missing);
-        assert_eq!(norm, Normalized::Missing);
-        assert_eq!(missing, [0x1F642 >> PAGE_BITS, 0x6C49 >> PAGE_BITS]);
-        missing.clear();
-        assert_eq!(
-            normalize_with_table("é", None, &mut out, &mut missing),
-            Normalized::Missing
-        );
-        assert_eq!(missing, [0]);
-        // The normalised text hashes as the package's normalised text does.
-        let mut cache = FeatureCache::for_rows(1);
-        normalize_with_table("Äbcd©", Some(&table), &mut out, &mut missing);
-        assert_eq!(out, "äbcd");
-        assert_eq!(
-            fingerprint_normalized(out.as_bytes(), &mut cache),
-            fingerprint_normalized("äbcd".as_bytes(), &mut cache)
-        );
-    }
-
     /// The package's features of normalised text, written out: character 4-grams (or the whole
     /// text when shorter), each MD5-hashed, voted bit by bit.
     fn naive_normalized(norm: &str) -> u64 {
@@ -573,7 +609,7 @@ mod tests {
                 let expect = naive_normalized(text);
                 assert_eq!(fingerprint_normalized(text.as_bytes(), &mut cache), expect);
                 assert_eq!(
-                    portable_vote(Normalised(text.as_bytes()), &mut cache),
+                    portable_vote(NormalizedText(text.as_bytes()), &mut cache),
                     expect
                 );
             }
@@ -592,5 +628,92 @@ mod tests {
         ]);
         assert_eq!(counted, weighted);
         assert_eq!(hamming(0b1011, 0b0001), 2);
+    }
+
+    /// An interpreter with Rust's Unicode rules, counting its calls.
+    #[derive(Default)]
+    struct Counting {
+        normalize_calls: usize,
+        passes: usize,
+    }
+
+    impl Interpreter for Counting {
+        type Error = ();
+
+        fn detach<T: Send>(&mut self, pass: impl FnOnce() -> T + Send) -> T {
+            self.passes += 1;
+            pass()
+        }
+
+        fn normalize(&mut self, texts: &[&str]) -> Result<Vec<String>, ()> {
+            self.normalize_calls += 1;
+            crate::normalize::tests::rust_rules(texts)
+        }
+    }
+
+    #[test]
+    fn batches_equal_text_by_text() {
+        // 3,000 texts on two threads (several blocks): ASCII, other scripts, capital sigmas.
+        let texts: Vec<String> = (0..3000)
+            .map(|i| match i % 5 {
+                0 => format!("You see a cabinet {i}."),
+                1 => format!("Küche {i} – Straße"),
+                2 => format!("ΟΔΟΣ {i} Σ"),
+                3 => format!("汉字 {i} 🙂"),
+                _ => "Ä".repeat(i % 7),
+            })
+            .collect();
+        let expect: Vec<u64> = texts
+            .iter()
+            .map(|t| {
+                let norm = crate::normalize::tests::rust_rules(&[t.as_str()]).unwrap();
+                fingerprint_normalized(norm[0].as_bytes(), &mut FeatureCache::for_rows(1))
+            })
+            .collect();
+        let (table, pool) = (Table::default(), Pool::with_threads(2).unwrap());
+        let mut first = Counting::default();
+        assert_eq!(
+            fingerprint_texts(&texts, &table, &pool, &mut first),
+            Ok(expect.clone())
+        );
+        // Pages first, then the sigmas; each followed by a parallel pass.
+        assert_eq!((first.normalize_calls, first.passes), (2, 3));
+        let mut again = Counting::default();
+        assert_eq!(
+            fingerprint_texts(&texts, &table, &pool, &mut again),
+            Ok(expect.clone())
+        );
+        assert_eq!((again.normalize_calls, again.passes), (1, 2));
+        let no_sigma: Vec<&String> = texts.iter().filter(|t| !t.contains('Σ')).collect();
+        let mut plain = Counting::default();
+        let values = fingerprint_texts(&no_sigma, &table, &pool, &mut plain).unwrap();
+        assert_eq!((plain.normalize_calls, plain.passes), (0, 1));
+        assert_eq!(values.len(), no_sigma.len());
+        let normalized: Vec<String> = texts
+            .iter()
+            .map(|t| {
+                crate::normalize::tests::rust_rules(&[t.as_str()])
+                    .unwrap()
+                    .remove(0)
+            })
+            .collect();
+        assert_eq!(fingerprint_normalized_texts(&normalized, &pool), expect);
+    }
+
+    #[test]
+    fn weighted_documents() {
+        let features = ["abcd", "bcde", "x", "y"];
+        let weights = [2.0, 1.0, 1.0, 3.0];
+        let values =
+            fingerprint_weighted_documents(&features, &weights, &[0, 2, 2, 4], &Pool::default());
+        assert_eq!(
+            values[0],
+            fingerprint_weighted(vec![(&b"abcd"[..], 2.0), (&b"bcde"[..], 1.0)])
+        );
+        assert_eq!(values[1], fingerprint_weighted(Vec::<(&[u8], f64)>::new()));
+        assert_eq!(
+            values[2],
+            fingerprint_weighted(vec![(&b"x"[..], 1.0), (&b"y"[..], 3.0)])
+        );
     }
 }

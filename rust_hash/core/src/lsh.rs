@@ -43,7 +43,8 @@ fn integrate(f: &impl Fn(f64) -> f64, a: f64, b: f64, tol: f64) -> f64 {
     recurse(f, a, b, fa, fm, fb, simpson(a, b, fa, fm, fb), tol, 40)
 }
 
-/// The (bands, rows) datasketch's `MinHashLSH(threshold, num_perm, weights)` would use.
+/// The (bands, rows) datasketch's `MinHashLSH(threshold, num_perm, weights)` would use, for any
+/// `threshold` in [0, 1] (datasketch's domain, both ends included) and `num_perm >= 1`.
 pub fn optimal_param(
     threshold: f64,
     num_perm: usize,
@@ -86,6 +87,11 @@ mod tests {
             assert_eq!(optimal_param(t, 128, 0.5, 0.5), expected, "threshold {t}");
         }
         assert_eq!(optimal_param(0.8, 16, 0.5, 0.5), (2, 8));
+        // Both ends of the domain, as datasketch chooses them.
+        assert_eq!(optimal_param(0.0, 128, 0.5, 0.5), (128, 1));
+        assert_eq!(optimal_param(1.0, 128, 0.5, 0.5), (1, 128));
+        assert_eq!(optimal_param(0.0, 16, 0.5, 0.5), (16, 1));
+        assert_eq!(optimal_param(1.0, 16, 0.5, 0.5), (1, 16));
         assert_eq!(optimal_param(0.3, 64, 0.3, 0.7), (19, 2));
     }
 }
