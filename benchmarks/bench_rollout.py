@@ -1,0 +1,148 @@
+"""The agent loop on FrozenLake with the embedded model (SmolLM2-135M-Instruct, fp32), vLLM vs HF generate in the same
+run: generated tokens/s, environment steps/s, the time split (generate / environment / keys / prompts) and one
+in-memory weight update of the whole model.
+
+    python benchmarks/bench_rollout.py [--groups 16] [--group-size 8] [--max-steps 3] [--max-new-tokens 48] [--write]
+
+``--write`` adds or replaces the "## Rollouts (issue 9)" section of benchmarks/RESULTS.md. Each engine first runs
+one untimed rollout (warm-up), then one timed rollout from the same task seeds and sampling seed. vLLM is built
+first: in one process it must come before anything that sets the thread count it then freezes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from pyagentrl.envs import EnvBatch, env_factory, prompt_family
+from pyagentrl.hashing import StateKeyer
+from pyagentrl.rollout import RolloutConfig, SamplingConfig, collect, make_engine
+from pyagentrl.rollout.models import embedded_model_path
+
+SECTION = "## Rollouts (issue 9)"
+
+
+def cpu_model() -> str:
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+        found = re.search(r"Model name:\s*(.+)", out)
+        return found.group(1).strip() if found else platform.processor()
+    except (OSError, subprocess.CalledProcessError):
+        return platform.processor() or "unknown"
+
+
+def measure(engine_name: str, args: argparse.Namespace) -> dict[str, Any]:
+    clock = time.perf_counter()
+    engine = make_engine(engine_name, embedded_model_path())
+    start = time.perf_counter() - clock
+    config = RolloutConfig(
+        sampling=SamplingConfig(temperature=1.0, top_p=1.0, max_new_tokens=args.max_new_tokens, seed=0)
+    )
+    factory = env_factory("frozenlake", max_steps=args.max_steps)
+    keyer = StateKeyer(mode="exact")
+    seeds = list(range(args.groups))
+    with EnvBatch(factory, args.groups, args.group_size, backend="thread") as envs:
+        collect(engine, envs, prompt_family("frozenlake"), seeds, keyer, config)  # warm-up
+        clock = time.perf_counter()
+        rollout = collect(engine, envs, prompt_family("frozenlake"), seeds, keyer, config)
+        wall = time.perf_counter() - clock
+    from transformers import AutoModelForCausalLM
+
+    weights = AutoModelForCausalLM.from_pretrained(embedded_model_path(), dtype=torch.float32).state_dict()
+    clock = time.perf_counter()
+    engine.update_weights(weights.items())
+    update = time.perf_counter() - clock
+    engine.close()
+    return {
+        "engine": engine_name,
+        "start": start,
+        "wall": wall,
+        "rows": rollout.steps.num_rows,
+        "tokens": rollout.generated_tokens,
+        "invalid": rollout.invalid_rate,
+        "seconds": rollout.seconds,
+        "update": update,
+    }
+
+
+def table(results: list[dict[str, Any]]) -> list[str]:
+    lines = [
+        "| engine | start s | rollout s | generated tokens/s | env steps/s | generate | environment | keys | prompts "
+        "| env + keys + prompts | weight update s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        s = r["seconds"]
+        share = {k: v / r["wall"] for k, v in s.items()}
+        other = share["environment"] + share["keys"] + share["prompts"]
+        lines.append(
+            f"| {r['engine']} | {r['start']:.1f} | {r['wall']:.1f} | {r['tokens'] / r['wall']:.0f} "
+            f"| {r['rows'] / r['wall']:.1f} | {share['generate']:.1%} | {share['environment']:.1%} "
+            f"| {share['keys']:.2%} | {share['prompts']:.1%} | {other:.1%} | {r['update']:.2f} |"
+        )
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--groups", type=int, default=16)
+    parser.add_argument("--group-size", type=int, default=8)
+    parser.add_argument("--max-steps", type=int, default=3)
+    parser.add_argument("--max-new-tokens", type=int, default=48)
+    parser.add_argument("--engines", nargs="+", default=["vllm", "hf"])
+    parser.add_argument("--write", action="store_true", help="update benchmarks/RESULTS.md")
+    args = parser.parse_args()
+
+    results = [measure(name, args) for name in args.engines]
+    lines = table(results)
+    by_name = {r["engine"]: r for r in results}
+    if {"vllm", "hf"} <= by_name.keys():
+        speedup = (by_name["vllm"]["tokens"] / by_name["vllm"]["wall"]) / (
+            by_name["hf"]["tokens"] / by_name["hf"]["wall"]
+        )
+        lines.append("")
+        lines.append(f"vLLM loop / HF loop, generated tokens/s: {speedup:.2f}x (target >= 2.5x).")
+    print("\n".join(lines))
+    if args.write:
+        argv = " ".join(sys.argv[1:])
+        section = [
+            SECTION,
+            "",
+            f"Command: `python benchmarks/bench_rollout.py {argv}`  ",
+            f"Machine: {cpu_model()}, {os.cpu_count()} cores, torch {torch.__version__}, Python "
+            f"{platform.python_version()}  ",
+            f"Date: {datetime.date.today().isoformat()}",
+            "",
+            f"FrozenLake (seeded 4x4 maps, at most {args.max_steps} steps), {args.groups} task groups x "
+            f"{args.group_size} rollouts, embedded SmolLM2-135M-Instruct in float32, temperature 1, at most "
+            f"{args.max_new_tokens} new tokens per reply, window prompting, exact state keys, thread environment "
+            "backend. One timed rollout per engine after an untimed warm-up; the shares are of the rollout's wall "
+            "time. The weight update pushes all 135M parameters from an HF state dict.",
+            "",
+            *lines,
+            "",
+        ]
+        path = Path(__file__).with_name("RESULTS.md")
+        text = path.read_text()
+        pattern = re.compile(re.escape(SECTION) + r"\n.*?(?=\n## |\Z)", re.S)
+        body = "\n".join(section)
+        text = (
+            pattern.sub(lambda _: body.rstrip("\n"), text)
+            if pattern.search(text)
+            else text.rstrip("\n") + "\n\n" + body
+        )
+        path.write_text(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,315 @@
+"""The multi-turn agent loop: task groups of environments, prompts, generation, environment steps, state keys, and
+the flat training batch (one row per environment step) in the layout the trainer wants.
+
+Two ways to prompt:
+- ``"window"`` (verl-agent's, what the GiGPO paper trains on): each turn is one self-contained prompt with a window of
+  the last ``history_length`` (observation, action) pairs (:class:`pyagentrl.envs.PromptBuilder`).
+- ``"conversation"``: one growing chat per episode; turn t's prompt is turn t−1's prompt, its sampled reply and the
+  template's tokens for the next observation, token for token, so a whole trajectory is one row whose log-probs
+  agree with the engine's (what GAGPO's per-action ratio over a conversation needs).
+
+Two layouts of the token batch (:meth:`Rollout.tokens`): ``"step"``, one row per step with its own prompt, and
+``"trajectory"`` (conversation prompting only), one row per trajectory with ``segment_ids`` naming each turn's action.
+Token ids are always the engine's own samples, never re-encoded from text.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+import numpy as np
+import torch
+
+from pyagentrl.envs import EnvBatch, PromptBuilder
+from pyagentrl.envs.base import StepResult, Task
+from pyagentrl.envs.prompts import build_messages, render_prompt
+from pyagentrl.hashing import StateKeyer
+from pyagentrl.ops import StepBatch
+from pyagentrl.rollout.engine import Generation, RolloutEngine, SamplingConfig
+
+Prompting = Literal["window", "conversation"]
+Layout = Literal["step", "trajectory"]
+
+
+@dataclass(frozen=True)
+class RolloutConfig:
+    prompting: Prompting = "window"
+    history_length: int = 2  # window prompting: (observation, action) pairs shown
+    invalid_action_penalty: float = 0.1  # subtracted from the step reward of a reply that is no admissible action
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    system_prompt: str | None = None
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.prompting not in ("window", "conversation"):
+            raise ValueError(f"prompting must be 'window' or 'conversation', got {self.prompting!r}")
+        if self.history_length < 0:
+            raise ValueError(f"history_length must be >= 0, got {self.history_length}")
+        if not (self.invalid_action_penalty >= 0 and np.isfinite(self.invalid_action_penalty)):
+            raise ValueError(f"invalid_action_penalty must be finite and >= 0, got {self.invalid_action_penalty}")
+
+
+@dataclass
+class TokenBatch:
+    """Right-padded token rows for the actor. ``response_mask`` marks the engine's sampled tokens, ``old_logprobs``
+    their engine log-probs (0 elsewhere), ``segment_ids`` the step of each sampled token within its trajectory
+    (``"trajectory"`` layout) or 0 (``"step"``); ``step_rows[r]`` is the row that holds step row r's action."""
+
+    input_ids: torch.Tensor  # int64 [B, T]
+    attention_mask: torch.Tensor  # int64 [B, T]
+    response_mask: torch.Tensor  # float32 [B, T]
+    old_logprobs: torch.Tensor  # float32 [B, T]
+    segment_ids: torch.Tensor  # int64 [B, T]
+    step_rows: torch.Tensor  # int64 [R]
+    layout: Layout
+
+    def token_advantages(self, step_advantages: torch.Tensor, steps: StepBatch) -> torch.Tensor:
+        """[B, T]: each sampled token gets the advantage of the step whose action it belongs to."""
+        values = torch.zeros(self.input_ids.shape, dtype=step_advantages.dtype)
+        if self.layout == "step":
+            return step_advantages[:, None] * self.response_mask.to(step_advantages.dtype)
+        # Trajectory rows: (row, segment) = (trajectory, step) picks the step row.
+        index = torch.full((steps.num_trajs, int(steps.step_ids.max()) + 1), -1, dtype=torch.int64)
+        index[steps.traj_ids, steps.step_ids] = torch.arange(steps.num_rows)
+        rows = torch.arange(values.shape[0])[:, None].expand_as(values)
+        step_of_token = index[rows, self.segment_ids.clamp(max=index.shape[1] - 1)]
+        active = self.response_mask != 0
+        values[active] = step_advantages[step_of_token[active]]
+        return values
+
+
+@dataclass
+class Rollout:
+    """One rollout of ``num_groups`` task groups × ``group_size`` episodes, one entry per environment step."""
+
+    steps: StepBatch  # rewards (penalised), episode scores, group / trajectory / step / anchor ids
+    won: torch.Tensor  # bool [R]: the row's episode was won
+    action_valid: torch.Tensor  # bool [R]
+    prompt_ids: list[list[int]]  # per row: the prompt the engine was given
+    response_ids: list[list[int]]  # per row: the sampled tokens
+    response_logprobs: list[list[float]]
+    replies: list[str]  # per row: the decoded reply the environment received
+    anchors: list[str]  # per row: canonical text of the state the action was taken from
+    conversation_ids: list[list[int]] | None  # conversation prompting: per trajectory, the whole chat
+    conversation_sampled: list[list[int]] | None  # per trajectory token: step index of a sampled token, else -1
+    conversation_logprobs: list[list[float]] | None
+    seconds: dict[str, float]  # time per phase: generate, environment, keys, prompts
+    generated_tokens: int
+    pad_token_id: int
+
+    @property
+    def invalid_rate(self) -> float:
+        return float((~self.action_valid).double().mean())
+
+    def tokens(self, layout: Layout = "step") -> TokenBatch:
+        if layout == "step":
+            rows = [p + r for p, r in zip(self.prompt_ids, self.response_ids, strict=True)]
+            sampled = [[-1] * len(p) + [0] * len(r) for p, r in zip(self.prompt_ids, self.response_ids, strict=True)]
+            logps = [[0.0] * len(p) + lp for p, lp in zip(self.prompt_ids, self.response_logprobs, strict=True)]
+            step_rows = torch.arange(self.steps.num_rows)
+        elif layout == "trajectory":
+            if self.conversation_ids is None or self.conversation_sampled is None or self.conversation_logprobs is None:
+                raise ValueError("layout 'trajectory' needs prompting='conversation' (window prompts do not chain)")
+            rows, sampled, logps = self.conversation_ids, self.conversation_sampled, self.conversation_logprobs
+            step_rows = self.steps.traj_ids.clone()
+        else:
+            raise ValueError(f"layout must be 'step' or 'trajectory', got {layout!r}")
+        width = max(len(r) for r in rows)
+        input_ids = torch.full((len(rows), width), self.pad_token_id, dtype=torch.int64)
+        attention = torch.zeros((len(rows), width), dtype=torch.int64)
+        segments = torch.full((len(rows), width), -1, dtype=torch.int64)
+        old = torch.zeros((len(rows), width), dtype=torch.float32)
+        for i, (ids, seg, lp) in enumerate(zip(rows, sampled, logps, strict=True)):
+            input_ids[i, : len(ids)] = torch.tensor(ids)
+            attention[i, : len(ids)] = 1
+            segments[i, : len(ids)] = torch.tensor(seg)
+            old[i, : len(ids)] = torch.tensor(lp)
+        mask = (segments >= 0).float()
+        return TokenBatch(input_ids, attention, mask, old, segments.clamp(min=0), step_rows, layout)
+
+
+def collect(
+    engine: RolloutEngine,
+    envs: EnvBatch,
+    family: str,
+    task_seeds: Sequence[Task],
+    keyer: StateKeyer,
+    config: RolloutConfig,
+) -> Rollout:
+    """Runs every episode of ``envs`` (reset to ``task_seeds``, one per task group) to its end or step limit.
+
+    ``family`` names the prompt family (:func:`pyagentrl.envs.prompt_family`). Each action's state is keyed by its
+    anchor text with ``keyer`` within its task group.
+    """
+    seconds = dict.fromkeys(("generate", "environment", "keys", "prompts"), 0.0)
+    tokenizer: Any = engine.tokenizer
+    clock = time.perf_counter()
+    results = envs.reset(task_seeds)
+    seconds["environment"] += time.perf_counter() - clock
+    n = envs.num_envs
+    window = PromptBuilder(family, config.history_length, config.system_prompt)
+    window.reset(results)
+    current = list(results)
+    conversation = _Conversation(tokenizer, family, config, results) if config.prompting == "conversation" else None
+
+    episodes: list[list[_Step]] = [[] for _ in range(n)]
+    won = [False] * n
+    active = [not r.done for r in current]
+    generated = 0
+    turn = 0
+    while any(active):
+        clock = time.perf_counter()
+        live = [i for i in range(n) if active[i]]
+        if conversation is not None:
+            prompts = [list(conversation.ids[i]) for i in live]
+        else:
+            texts = window.messages(tokenizer, **config.chat_template_kwargs)
+            prompts = [tokenizer(texts[i], add_special_tokens=False)["input_ids"] for i in live]
+        seconds["prompts"] += time.perf_counter() - clock
+
+        clock = time.perf_counter()
+        sampling = config.sampling
+        if sampling.seed is not None:  # a fresh, reproducible stream every turn
+            sampling = replace(sampling, seed=sampling.seed * 1_000_003 + turn)
+        generations = engine.generate(prompts, sampling)
+        turn += 1
+        seconds["generate"] += time.perf_counter() - clock
+        generated += sum(len(g.token_ids) for g in generations)
+
+        replies = [""] * n
+        for i, g in zip(live, generations, strict=True):
+            replies[i] = g.text
+        clock = time.perf_counter()
+        new = envs.step(replies)
+        seconds["environment"] += time.perf_counter() - clock
+
+        clock = time.perf_counter()
+        for i, prompt, g in zip(live, prompts, generations, strict=True):
+            r = new[i]
+            penalty = 0.0 if r.action_valid else config.invalid_action_penalty
+            episodes[i].append(_Step(prompt, g, r.reward, r.reward - penalty, r.action_valid, current[i].anchor))
+            won[i] = r.won
+            if conversation is not None:
+                conversation.extend(i, g, r, len(episodes[i]), more=not r.done)
+        window.record(replies, new)
+        current = list(new)
+        active = [active[i] and not new[i].done for i in range(n)]
+        seconds["prompts"] += time.perf_counter() - clock
+
+    return _assemble(episodes, won, envs.group_size, keyer, conversation, seconds, generated, tokenizer)
+
+
+@dataclass(frozen=True)
+class _Step:
+    prompt_ids: list[int]
+    generation: Generation
+    env_reward: float
+    reward: float  # env_reward less the invalid-action penalty
+    valid: bool
+    anchor: str  # the state the action was taken from
+
+
+class _Conversation:
+    """Growing chats, kept as token ids: sampled tokens as sampled, the template's tokens between them encoded."""
+
+    def __init__(self, tokenizer: Any, family: str, config: RolloutConfig, results: Sequence[StepResult]) -> None:
+        self.tokenizer, self.family, self.config = tokenizer, family, config
+        self.messages = [
+            build_messages(render_prompt(family, r, history_length=0), config.system_prompt) for r in results
+        ]
+        self.ids = [self._encode(self._template(m, True)) for m in self.messages]
+        self.sampled: list[list[int]] = [[-1] * len(ids) for ids in self.ids]
+        self.logprobs: list[list[float]] = [[0.0] * len(ids) for ids in self.ids]
+
+    def _template(self, messages: list[dict[str, str]], generation_prompt: bool) -> str:
+        return str(
+            self.tokenizer.apply_chat_template(
+                messages, tokenize=False, add_generation_prompt=generation_prompt, **self.config.chat_template_kwargs
+            )
+        )
+
+    def _encode(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def extend(self, i: int, g: Generation, result: StepResult, step_count: int, *, more: bool) -> None:
+        """Append env i's sampled reply and, while the episode goes on, the next user turn's template tokens."""
+        step = step_count - 1
+        self.ids[i] += g.token_ids
+        self.sampled[i] += [step] * len(g.token_ids)
+        self.logprobs[i] += g.logprobs
+        if not more:
+            return
+        before = self._template(self.messages[i], True)
+        self.messages[i] = [*self.messages[i], {"role": "assistant", "content": g.text}]
+        closed = self._template(self.messages[i], False)
+        if not closed.startswith(before + g.text):
+            raise ValueError(
+                "the model's chat template does not render a conversation as a prefix of its continuation; "
+                "use prompting='window'"
+            )
+        closing = closed[len(before) + len(g.text) :]  # e.g. "<|im_end|>\n"
+        eos = self.tokenizer.eos_token
+        if g.finish_reason == "stop" and g.token_ids and g.token_ids[-1] == self.tokenizer.eos_token_id and eos:
+            closing = closing.removeprefix(eos)  # the model sampled the end of its turn itself
+        turn = render_prompt(self.family, result, step_count=step_count, history_length=0, intro=False)
+        self.messages[i] = [*self.messages[i], {"role": "user", "content": turn}]
+        following = self._template(self.messages[i], True)
+        between = self._encode(closing + following[len(closed) :])
+        self.ids[i] += between
+        self.sampled[i] += [-1] * len(between)
+        self.logprobs[i] += [0.0] * len(between)
+
+
+def _assemble(
+    episodes: list[list[_Step]],
+    won: list[bool],
+    group_size: int,
+    keyer: StateKeyer,
+    conversation: _Conversation | None,
+    seconds: dict[str, float],
+    generated: int,
+    tokenizer: Any,
+) -> Rollout:
+    """The flat batch: trajectories in environment order, each trajectory's steps in order."""
+    kept = [i for i, steps in enumerate(episodes) if steps]  # an environment that failed at reset has no step
+    rows = [(t, s, step) for t, i in enumerate(kept) for s, step in enumerate(episodes[i])]
+    traj_ids = torch.tensor([t for t, _, _ in rows], dtype=torch.int64)
+    group_of_traj = torch.tensor(kept, dtype=torch.int64) // group_size
+    _, dense_groups = torch.unique(group_of_traj, return_inverse=True)  # a group whose every member failed drops out
+    group_ids = dense_groups[traj_ids]
+    rewards = torch.tensor([step.reward for _, _, step in rows], dtype=torch.float32)
+    # The episode score is the environment's own return (no penalty): what success and GRPO's A^E compare.
+    env_rewards = torch.tensor([step.env_reward for _, _, step in rows], dtype=torch.float32)
+    score_of_traj = torch.zeros(len(kept)).index_add_(0, traj_ids, env_rewards)
+    anchors = [step.anchor for _, _, step in rows]
+    clock = time.perf_counter()
+    anchor_ids = torch.from_numpy(np.asarray(keyer.assign(anchors, group_ids.numpy()), dtype=np.int64))
+    seconds["keys"] += time.perf_counter() - clock
+    steps = StepBatch(
+        rewards=rewards,
+        episode_scores=score_of_traj[traj_ids],
+        group_ids=group_ids,
+        traj_ids=traj_ids,
+        step_ids=torch.tensor([s for _, s, _ in rows], dtype=torch.int64),
+        anchor_ids=anchor_ids,
+    )
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    return Rollout(
+        steps=steps,
+        won=torch.tensor([won[kept[t]] for t, _, _ in rows]),
+        action_valid=torch.tensor([step.valid for _, _, step in rows]),
+        prompt_ids=[step.prompt_ids for _, _, step in rows],
+        response_ids=[step.generation.token_ids for _, _, step in rows],
+        response_logprobs=[step.generation.logprobs for _, _, step in rows],
+        replies=[step.generation.text for _, _, step in rows],
+        anchors=anchors,
+        conversation_ids=None if conversation is None else [conversation.ids[i] for i in kept],
+        conversation_sampled=None if conversation is None else [conversation.sampled[i] for i in kept],
+        conversation_logprobs=None if conversation is None else [conversation.logprobs[i] for i in kept],
+        seconds=seconds,
+        generated_tokens=generated,
+        pad_token_id=int(pad),
+    )

@@ -1,0 +1,156 @@
+"""The agent loop on real environments with both engines (a tiny random-weight model): the flat batch's invariants,
+the two layouts, and the conversation rows' log-probs against an HF forward of the whole row."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+import torch
+from testkit.peers import import_peer
+
+from pyagentrl.envs import EnvBatch, make_env, prompt_family
+from pyagentrl.envs.base import Task, TextEnv
+from pyagentrl.hashing import StateKeyer
+from pyagentrl.rollout import Rollout, RolloutConfig, SamplingConfig, collect, make_engine
+from pyagentrl.rollout.models import tiny_model_path
+
+
+class Recording(TextEnv):
+    """A real environment that records every reply it is sent."""
+
+    def __init__(self, family: str, **config: object) -> None:
+        self.inner = make_env(family, **config)
+        super().__init__(max_steps=self.inner.max_steps, parser=self.inner.parser)
+        self.sent: list[str] = []
+
+    def reset(self, task: Task):  # type: ignore[override]
+        self.sent.clear()
+        return self.inner.reset(task)
+
+    def step(self, reply: str):  # type: ignore[override]
+        self.sent.append(reply)
+        return self.inner.step(reply)
+
+    def _reset(self, task: Task):  # pragma: no cover - reset/step delegate whole
+        raise NotImplementedError
+
+    def _step(self, action: str):  # pragma: no cover
+        raise NotImplementedError
+
+
+@pytest.fixture(scope="module", params=["hf", "vllm"])
+def engine(request):
+    if request.param == "vllm":
+        import_peer("vllm")
+        eng = make_engine("vllm", "tiny", kv_cache_gib=0.25)
+    else:
+        eng = make_engine("hf", "tiny")
+    yield eng
+    eng.close()
+
+
+def _run(engine, family: str, prompting: str, seed: int = 0, temperature: float = 1.0) -> tuple[Rollout, list]:
+    config = RolloutConfig(
+        prompting=prompting, sampling=SamplingConfig(temperature=temperature, max_new_tokens=16, seed=seed)
+    )
+    make = functools.partial(Recording, family, max_steps=3)
+    with EnvBatch(make, num_groups=2, group_size=3, backend="serial") as envs:
+        rollout = collect(engine, envs, prompt_family(family), [seed, seed + 1], StateKeyer(mode="exact"), config)
+        sent = [list(shard_env.sent) for shard in envs._shards for shard_env in shard.envs]
+    return rollout, sent
+
+
+@pytest.mark.parametrize("family", ["frozenlake", "sokoban"])
+@pytest.mark.parametrize("prompting", ["window", "conversation"])
+def test_batch_invariants(engine, family, prompting):
+    import_peer("gymnasium")
+    rollout, sent = _run(engine, family, prompting)
+    steps = rollout.steps
+    tokenizer = engine.tokenizer
+    # Each row's reply is the decoding of its sampled ids, and the environment received exactly the replies of its rows.
+    for r, ids in enumerate(rollout.response_ids):
+        assert rollout.replies[r] == tokenizer.decode(ids, skip_special_tokens=True)
+        assert len(rollout.response_logprobs[r]) == len(ids) > 0
+    for t, replies in enumerate(sent):
+        assert replies == [rollout.replies[r] for r in (steps.traj_ids == t).nonzero().flatten().tolist()]
+    # Dense ids, steps 0..n-1 in order (StepBatch validated them when it was built); groups of 3 trajectories.
+    assert steps.num_groups == 2 and steps.num_trajs == 6
+    assert torch.equal(torch.bincount(steps.traj_group), torch.tensor([3, 3]))
+    # A random model's reply is rarely an admissible action: the penalty applies (FrozenLake pays 0 for it).
+    assert rollout.invalid_rate > 0
+    if family == "frozenlake":
+        assert torch.all(steps.rewards[~rollout.action_valid] == torch.tensor(-0.1))
+    # Masks cover exactly the sampled tokens.
+    tokens = rollout.tokens("step")
+    for r in range(steps.num_rows):
+        row = tokens.input_ids[r][tokens.response_mask[r] != 0].tolist()
+        assert row == rollout.response_ids[r]
+        torch.testing.assert_close(
+            tokens.old_logprobs[r][tokens.response_mask[r] != 0], torch.tensor(rollout.response_logprobs[r])
+        )
+    assert int(tokens.attention_mask.sum()) == sum(
+        len(p) + len(q) for p, q in zip(rollout.prompt_ids, rollout.response_ids, strict=True)
+    )
+
+
+def test_layouts_carry_the_same_actions_and_rewards(engine):
+    rollout, _ = _run(engine, "frozenlake", "conversation", seed=3)
+    step, traj = rollout.tokens("step"), rollout.tokens("trajectory")
+    steps = rollout.steps
+    values = torch.randn(steps.num_rows)  # one advantage per step
+    per_token_step = step.token_advantages(values, steps)
+    per_token_traj = traj.token_advantages(values, steps)
+    for r in range(steps.num_rows):
+        t, s = int(steps.traj_ids[r]), int(steps.step_ids[r])
+        in_traj = (traj.segment_ids[t] == s) & (traj.response_mask[t] != 0)
+        assert traj.input_ids[t][in_traj].tolist() == rollout.response_ids[r]
+        assert torch.equal(per_token_traj[t][in_traj], per_token_step[r][step.response_mask[r] != 0])
+        # Conversation prompting: step t's prompt is the trajectory row up to its reply, token for token.
+        start = int(in_traj.nonzero()[0])
+        assert traj.input_ids[t][:start].tolist() == rollout.prompt_ids[r]
+    assert torch.equal(traj.step_rows, steps.traj_ids)
+
+
+def test_conversation_rows_match_an_hf_forward(engine):
+    # The trainer scores a whole trajectory row in one forward: its log-probs must be the engine's.
+    from transformers import AutoModelForCausalLM
+
+    rollout, _ = _run(engine, "frozenlake", "conversation", seed=4)
+    traj = rollout.tokens("trajectory")
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_path(), dtype=torch.float32)
+    with torch.no_grad():
+        logits = model(input_ids=traj.input_ids, attention_mask=traj.attention_mask).logits
+    logp = torch.log_softmax(logits[:, :-1].float(), -1).gather(-1, traj.input_ids[:, 1:, None])[..., 0]
+    mask = traj.response_mask[:, 1:] != 0
+    diff = (logp[mask] - traj.old_logprobs[:, 1:][mask]).abs().max()
+    assert diff < 1e-4, diff
+
+
+def test_greedy_rollouts_are_reproducible(engine):
+    first, _ = _run(engine, "frozenlake", "window", temperature=0.0)
+    again, _ = _run(engine, "frozenlake", "window", temperature=0.0)
+    assert first.response_ids == again.response_ids
+
+
+def test_trajectory_layout_needs_conversation_prompting(engine):
+    rollout, _ = _run(engine, "frozenlake", "window")
+    with pytest.raises(ValueError, match="layout 'trajectory' needs prompting='conversation'"):
+        rollout.tokens("trajectory")
+
+
+def test_bad_settings_fail_at_start():
+    with pytest.raises(ValueError, match="engine must be one of"):
+        make_engine("sglang", "tiny")
+    with pytest.raises(FileNotFoundError, match="model"):
+        make_engine("hf", "/no/such/model")
+    with pytest.raises(ValueError, match="prompting"):
+        RolloutConfig(prompting="chat")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="invalid_action_penalty"):
+        RolloutConfig(invalid_action_penalty=float("nan"))
+
+
+def test_a_prompt_longer_than_the_context_is_refused(engine):
+    too_long = [[1] * (engine.max_context + 1)]
+    with pytest.raises(ValueError, match="prompt 0 has"):
+        engine.generate(too_long, SamplingConfig(max_new_tokens=4))
