@@ -43,7 +43,7 @@ class Recording(TextEnv):
 def engine(request):
     if request.param == "vllm":
         import_peer("vllm")
-        eng = make_engine("vllm", "tiny", kv_cache_gib=0.25)
+        eng = make_engine("vllm", "tiny", dtype="float32", kv_cache_gib=0.25)  # exact log-probs for the HF check
     else:
         eng = make_engine("hf", "tiny")
     yield eng
