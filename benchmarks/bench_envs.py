@@ -16,10 +16,11 @@ import os
 import platform
 import random
 import re
-import subprocess
 import sys
 import time
 from pathlib import Path
+
+from machine import cpu_model  # benchmarks/machine.py (the script's folder is on sys.path)
 
 from pyagentrl.envs import EnvBatch, env_factory
 
@@ -32,15 +33,6 @@ FAMILIES: dict[str, tuple[dict[str, object], int]] = {
     "alfworld_gen": ({"max_steps": 200}, 12),
 }
 NUM_GROUPS, GROUP_SIZE = 16, 8
-
-
-def cpu_model() -> str:
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
-        model = re.search(r"Model name:\s*(.+)", out)
-        return model.group(1).strip() if model else platform.processor()
-    except (OSError, subprocess.CalledProcessError):
-        return platform.processor() or "unknown"
 
 
 def run(name: str, backend: str, workers: int, steps: int, windows: int = 3, warmup: int = 3) -> dict[str, float]:

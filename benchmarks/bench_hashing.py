@@ -26,7 +26,6 @@ import os
 import platform
 import random
 import re
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -36,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from machine import cpu_model  # benchmarks/machine.py (the script's folder is on sys.path)
 
 from pyagentrl.hashing import StateKeyer, minhash_texts, simhash, text_keys
 
@@ -211,12 +211,7 @@ def first_appearance(keys: np.ndarray) -> np.ndarray:
 
 
 def machine() -> str:
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
-        model = next(line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name"))
-    except (OSError, subprocess.CalledProcessError, StopIteration):
-        model = platform.processor() or "unknown CPU"
-    return f"{model}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.system()}"
+    return f"{cpu_model()}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.system()}"
 
 
 def group_stats(ids: np.ndarray, exact: np.ndarray) -> tuple[float, float, int]:

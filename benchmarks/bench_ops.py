@@ -52,6 +52,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from machine import cpu_model  # benchmarks/machine.py (the script's folder is on sys.path)
 
 from pyagentrl import ops
 from pyagentrl.adapters import verl as verl_adapter
@@ -353,13 +354,6 @@ def measure_memory(op: str, tasks: int) -> dict[str, float]:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def cpu_name() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor()
-
-
 def public_reference_note() -> str:
     """Whether the public GiGPO code is here: it is never timed by this script."""
     try:
@@ -415,7 +409,7 @@ def render(
         SECTION,
         "",
         f"Command: `OMP_NUM_THREADS=1 python benchmarks/bench_ops.py {argv}`  ",
-        f"Machine: {cpu_name()}, {os.cpu_count()} cores (one thread used), torch {torch.__version__}, "
+        f"Machine: {cpu_model()}, {os.cpu_count()} cores (one thread used), torch {torch.__version__}, "
         f"Python {platform.python_version()}  ",
         f"Date: {datetime.date.today().isoformat()}",
         "",

