@@ -81,7 +81,7 @@ class HFEngine(RolloutEngine):
     engine continues its own RNG stream, started from ``seed`` at construction, also without touching the caller's.
     """
 
-    tokenizer: Any  # a transformers tokenizer (the interface declares `object`)
+    tokenizer: Any  # a transformers tokenizer
     model: Any  # a transformers causal LM; None once closed
 
     def __init__(
@@ -92,7 +92,10 @@ class HFEngine(RolloutEngine):
         seed: int = 0,
         max_batch_size: int = 32,
     ) -> None:
-        from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+        try:
+            from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+        except ImportError as exc:
+            raise ImportError(f"engine 'hf' needs transformers: pip install 'pyagentrl[rollout]' ({exc})") from exc
 
         if dtype not in _DTYPES:
             raise ValueError(f"dtype={dtype!r} is not one of {sorted(_DTYPES)}")
