@@ -30,11 +30,16 @@ def reference_ops() -> Iterator[None]:
 _DIFFERENTIABLE = {"per_action_clipped_loss"}
 
 
+def uses_kernel(op_name: str, device: torch.device) -> bool:
+    """Whether :func:`run` takes the compiled kernel of ``op_name`` for ``device`` (else the reference)."""
+    return not getattr(_state, "force_reference", False) and has_kernel(op_name, device)
+
+
 def run(op_name: str, device: torch.device, *args: Any) -> Any:
     if op_name not in _DIFFERENTIABLE:
         # Without this, a kernel output would claim requires_grad and fail in backward, while the reference
         # path would silently differentiate: detached inputs make both paths constants.
         args = tuple(a.detach() if isinstance(a, torch.Tensor) else a for a in args)
-    if not getattr(_state, "force_reference", False) and has_kernel(op_name, device):
+    if uses_kernel(op_name, device):
         return getattr(torch.ops.pyagentrl, op_name)(*args)
     return getattr(reference, op_name)(*args)

@@ -13,6 +13,7 @@ import torch
 
 from pyagentrl.ops import _checks
 from pyagentrl.ops._dispatch import run
+from pyagentrl.ops.returns import steps_are_contiguous
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ class StepBatch:
         anchors = _checks.ids_any_value(self.anchor_ids, "anchor_ids", n, device)
         num_groups = _dense_count(group, "group_ids")
         num_trajs = _dense_count(traj, "traj_ids")
-        if not _steps_are_contiguous(traj, step, num_trajs):
+        if not steps_are_contiguous(traj, step, num_trajs):
             raise ValueError("step_ids of each trajectory must be 0..n-1, each exactly once")
         traj_group = _one_value_per_trajectory(group, traj, num_trajs, "group_ids", "task groups")
         traj_score = _one_value_per_trajectory(scores, traj, num_trajs, "episode_scores", "episode scores")
@@ -98,16 +99,6 @@ def _dense_count(ids: torch.Tensor, name: str) -> int:
         missing = int((count == 0).nonzero()[0, 0])
         raise ValueError(f"{name} must be dense 0..{count.numel() - 1}: no row has id {missing}")
     return count.numel()
-
-
-def _steps_are_contiguous(traj: torch.Tensor, step: torch.Tensor, num_trajs: int) -> bool:
-    length = torch.bincount(traj, minlength=num_trajs)
-    if bool((step >= length[traj]).any()):
-        return False
-    # Each (trajectory, step) slot at most once: with step < length, n rows in n slots then fill them all.
-    starts = torch.cumsum(length, 0) - length
-    taken = torch.bincount(starts[traj] + step, minlength=traj.numel())
-    return bool((taken <= 1).all())
 
 
 def _one_value_per_trajectory(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from pyagentrl.ops import _checks
-from pyagentrl.ops._dispatch import run
+from pyagentrl.ops._dispatch import run, uses_kernel
 
 
 def trajectory_gae(
@@ -66,11 +66,19 @@ def discounted_returns(
 
 
 def has_contiguous_steps(traj: torch.Tensor, step: torch.Tensor, num_trajs: int) -> bool:
-    """Whether every trajectory's step ids are exactly 0..n−1. The CPU kernel checks this itself
-    (with the offending trajectory in its message); other devices check here."""
-    if traj.device.type == "cpu" or traj.numel() == 0:
+    """Whether every trajectory's step ids are exactly 0..n−1. The CPU kernel checks this itself (with the offending
+    trajectory in its message); the references and other devices check here."""
+    if traj.numel() == 0 or (traj.device.type == "cpu" and uses_kernel("trajectory_gae", traj.device)):
         return True
-    count = torch.bincount(traj, minlength=num_trajs)
-    longest = torch.zeros_like(count).scatter_reduce(0, traj, step + 1, "amax")
-    unique_pairs = torch.unique(traj * (int(step.max()) + 1) + step).numel()
-    return bool((count == longest).all()) and unique_pairs == traj.numel()
+    return steps_are_contiguous(traj, step, num_trajs)
+
+
+def steps_are_contiguous(traj: torch.Tensor, step: torch.Tensor, num_trajs: int) -> bool:
+    """Each trajectory's step ids are 0..n−1, each once (ids non-negative, checked by the caller)."""
+    length = torch.bincount(traj, minlength=num_trajs)
+    if bool((step >= length[traj]).any()):
+        return False
+    # Each (trajectory, step) slot at most once: with step < length, n rows in n slots then fill them all.
+    starts = torch.cumsum(length, 0) - length
+    taken = torch.bincount(starts[traj] + step, minlength=traj.numel())
+    return bool((taken <= 1).all())

@@ -68,17 +68,23 @@ class TokenBatch:
 
     def token_advantages(self, step_advantages: torch.Tensor, steps: StepBatch) -> torch.Tensor:
         """[B, T]: each sampled token gets the advantage of the step whose action it belongs to."""
-        values = torch.zeros(self.input_ids.shape, dtype=step_advantages.dtype)
+        if step_advantages.shape != (steps.num_rows,):
+            raise ValueError(f"step_advantages must be [{steps.num_rows}], got {tuple(step_advantages.shape)}")
+        mask = self.response_mask.to(step_advantages.device, step_advantages.dtype)
         if self.layout == "step":
-            return step_advantages[:, None] * self.response_mask.to(step_advantages.dtype)
+            return step_advantages[:, None] * mask
         # Trajectory rows: (row, segment) = (trajectory, step) picks the step row.
-        index = torch.full((steps.num_trajs, int(steps.step_ids.max()) + 1), -1, dtype=torch.int64)
+        if self.input_ids.shape[0] != steps.num_trajs:
+            raise ValueError(f"{self.input_ids.shape[0]} trajectory rows for a batch of {steps.num_trajs} trajectories")
+        width = max(int(steps.step_ids.max()), int(self.segment_ids.max())) + 1
+        index = torch.full((steps.num_trajs, width), -1, dtype=torch.int64)
         index[steps.traj_ids, steps.step_ids] = torch.arange(steps.num_rows)
-        rows = torch.arange(values.shape[0])[:, None].expand_as(values)
-        step_of_token = index[rows, self.segment_ids.clamp(max=index.shape[1] - 1)]
+        step_of_token = index.gather(1, self.segment_ids)
         active = self.response_mask != 0
-        values[active] = step_advantages[step_of_token[active]]
-        return values
+        if bool((step_of_token[active] < 0).any()):
+            raise ValueError("a sampled token names a step its trajectory does not have")
+        rows = step_of_token.clamp(min=0).to(step_advantages.device)
+        return step_advantages[rows] * mask
 
 
 @dataclass
@@ -221,6 +227,7 @@ class _Conversation:
             build_messages(render_prompt(family, r, history_length=0), config.system_prompt) for r in results
         ]
         self.ids = [self._encode(self._template(m, True)) for m in self.messages]
+        self.special_ids = set(tokenizer.all_special_ids)
         self.sampled: list[list[int]] = [[-1] * len(ids) for ids in self.ids]
         self.logprobs: list[list[float]] = [[0.0] * len(ids) for ids in self.ids]
 
@@ -251,12 +258,17 @@ class _Conversation:
                 "use prompting='window'"
             )
         closing = closed[len(before) + len(g.text) :]  # e.g. "<|im_end|>\n"
-        eos = self.tokenizer.eos_token
-        if g.finish_reason == "stop" and g.token_ids and g.token_ids[-1] == self.tokenizer.eos_token_id and eos:
-            closing = closing.removeprefix(eos)  # the model sampled the end of its turn itself
+        if g.finish_reason == "stop" and g.token_ids and g.token_ids[-1] in self.special_ids:
+            # The model sampled its turn's end itself (EOS, or another stop token such as Gemma's <end_of_turn>).
+            closing = closing.removeprefix(self.tokenizer.decode(g.token_ids[-1:], skip_special_tokens=False))
         turn = render_prompt(self.family, result, step_count=step_count, history_length=0, intro=False)
         self.messages[i] = [*self.messages[i], {"role": "user", "content": turn}]
         following = self._template(self.messages[i], True)
+        if not following.startswith(closed):  # e.g. Qwen3's template drops earlier turns' <think> blocks
+            raise ValueError(
+                "the model's chat template does not render a conversation as a prefix of its continuation; "
+                "use prompting='window'"
+            )
         between = self._encode(closing + following[len(closed) :])
         self.ids[i] += between
         self.sampled[i] += [-1] * len(between)
@@ -275,6 +287,8 @@ def _assemble(
 ) -> Rollout:
     """The flat batch: trajectories in environment order, each trajectory's steps in order."""
     kept = [i for i, steps in enumerate(episodes) if steps]  # an environment that failed at reset has no step
+    if not kept:
+        raise RuntimeError("no environment took a step: every episode ended at reset")
     rows = [(t, s, step) for t, i in enumerate(kept) for s, step in enumerate(episodes[i])]
     traj_ids = torch.tensor([t for t, _, _ in rows], dtype=torch.int64)
     group_of_traj = torch.tensor(kept, dtype=torch.int64) // group_size

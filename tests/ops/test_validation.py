@@ -105,3 +105,13 @@ def test_zero_length_responses_are_fine():
     # Rows without response tokens are a batch, unlike a batch without rows.
     out = ops.per_action_clipped_loss(*[torch.zeros(2, 0)] * 4)
     assert out.token_loss.shape == (2, 0)
+
+
+def test_the_reference_path_checks_step_ids_too():
+    # The CPU kernel checks step ids itself; under the references (forced, or a build without the extension) the
+    # Python side must, or a repeated step id gives a silently wrong recursion.
+    from pyagentrl.ops._dispatch import reference_ops
+
+    traj, step = torch.tensor([0, 0]), torch.tensor([0, 0])
+    with reference_ops(), pytest.raises(ValueError, match=r"step_ids of each trajectory must be 0\.\.n-1"):
+        ops.trajectory_gae(torch.ones(2), None, traj_ids=traj, step_ids=step, gamma=0.9, lam=0.9)

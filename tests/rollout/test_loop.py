@@ -3,6 +3,7 @@ the two layouts, and the conversation rows' log-probs against an HF forward of t
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import pytest
@@ -154,3 +155,29 @@ def test_a_prompt_longer_than_the_context_is_refused(engine):
     too_long = [[1] * (engine.max_context + 1)]
     with pytest.raises(ValueError, match="prompt 0 has"):
         engine.generate(too_long, SamplingConfig(max_new_tokens=4))
+
+
+def test_a_template_that_rewrites_earlier_turns_is_refused():
+    # Like Qwen3's, which drops an earlier turn's <think> block once a user message follows: the next prompt would
+    # no longer extend the last one, so conversation prompting must refuse rather than splice at a wrong offset.
+    engine = make_engine("hf", "tiny")
+    engine.tokenizer.chat_template = (
+        "{% for m in messages %}{% if m.role == 'assistant' and not loop.last %}<|im_start|>assistant\n<|im_end|>\n"
+        "{% else %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endif %}{% endfor %}"
+        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    )
+    with pytest.raises(ValueError, match="use prompting='window'"):
+        _run(engine, "frozenlake", "conversation")
+
+
+def test_token_advantages_check_what_they_map(engine):
+    rollout, _ = _run(engine, "frozenlake", "conversation", seed=5)
+    traj = rollout.tokens("trajectory")
+    with pytest.raises(ValueError, match="step_advantages must be"):
+        traj.token_advantages(torch.zeros(rollout.steps.num_rows + 1), rollout.steps)
+    segments = traj.segment_ids.clone()
+    first_sampled = (traj.response_mask[0] != 0).nonzero()[0, 0]
+    segments[0, first_sampled] = 50  # no trajectory here has 51 steps
+    broken = dataclasses.replace(traj, segment_ids=segments)
+    with pytest.raises(ValueError, match="names a step its trajectory does not have"):
+        broken.token_advantages(torch.zeros(rollout.steps.num_rows), rollout.steps)
