@@ -92,12 +92,19 @@ def build_messages(prompt: str, system: str | None = None) -> list[dict[str, str
     return [*messages, {"role": "user", "content": prompt}]
 
 
-def apply_chat_template(messages: list[dict[str, str]], tokenizer: Any, **template_kwargs: Any) -> str:
-    """The prompt text in the model's own chat format (a Hugging Face tokenizer's template), ready to generate.
+def apply_chat_template(
+    messages: list[dict[str, str]], tokenizer: Any, generation_prompt: bool = True, **template_kwargs: Any
+) -> str:
+    """The prompt text in the model's own chat format (a Hugging Face tokenizer's template), ready to generate
+    (``generation_prompt=False``: the conversation as it stands, its last turn closed).
 
     `template_kwargs` go to the template, e.g. ``enable_thinking=False`` for Qwen3.
     """
-    return str(tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **template_kwargs))
+    return str(
+        tokenizer.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=generation_prompt, **template_kwargs
+        )
+    )
 
 
 class PromptBuilder:

@@ -25,7 +25,7 @@ import torch
 
 from pyagentrl.envs import EnvBatch, PromptBuilder
 from pyagentrl.envs.base import StepResult, Task
-from pyagentrl.envs.prompts import build_messages, render_prompt
+from pyagentrl.envs.prompts import apply_chat_template, build_messages, render_prompt
 from pyagentrl.hashing import StateKeyer
 from pyagentrl.ops import StepBatch
 from pyagentrl.rollout.engine import Generation, RolloutEngine, SamplingConfig
@@ -232,11 +232,7 @@ class _Conversation:
         self.logprobs: list[list[float]] = [[0.0] * len(ids) for ids in self.ids]
 
     def _template(self, messages: list[dict[str, str]], generation_prompt: bool) -> str:
-        return str(
-            self.tokenizer.apply_chat_template(
-                messages, tokenize=False, add_generation_prompt=generation_prompt, **self.config.chat_template_kwargs
-            )
-        )
+        return apply_chat_template(messages, self.tokenizer, generation_prompt, **self.config.chat_template_kwargs)
 
     def _encode(self, text: str) -> list[int]:
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
