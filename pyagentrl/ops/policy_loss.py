@@ -113,6 +113,24 @@ def check_loss_agg_mode(mode: str) -> None:
         raise ValueError(f"loss_agg_mode must be one of {LOSS_AGG_MODES}, got {mode!r}")
 
 
+def loss_units(mask: torch.Tensor, mode: str, segment_ids: torch.Tensor | None = None) -> torch.Tensor:
+    """The count that ``mode`` averages over: masked tokens ("token-mean"), rows holding one ("seq-mean-*"),
+    actions holding one ("segment-mean"), or 1 ("token-sum"). ``reduce_token_loss(x, mask, mode, seg) *
+    loss_units(mask, mode, seg)`` is the loss as a sum, which a data-parallel trainer divides by the count over all
+    ranks and micro-batches to get the loss of the whole batch."""
+    if mode == "token-mean":
+        return mask.sum()
+    if mode == "token-sum":
+        return torch.ones((), dtype=mask.dtype, device=mask.device)
+    if mode == "segment-mean":
+        rows, length = mask.shape
+        seg = torch.zeros_like(mask, dtype=torch.long) if segment_ids is None else segment_ids
+        flat = (torch.arange(rows, device=seg.device)[:, None] * length + seg.clamp(min=0)).flatten()
+        tokens = mask.new_zeros(rows * length).index_add(0, flat, mask.flatten())
+        return (tokens > 0).sum().to(mask.dtype)
+    return (mask.sum(-1) > 0).sum().to(mask.dtype)
+
+
 def reduce_token_loss(
     token_loss: torch.Tensor, mask: torch.Tensor, mode: str, segment_ids: torch.Tensor | None = None
 ) -> torch.Tensor:

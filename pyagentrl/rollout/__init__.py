@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from pyagentrl.rollout.engine import Generation, RolloutEngine, SamplingConfig
-from pyagentrl.rollout.loop import Rollout, RolloutConfig, TokenBatch, collect
+from pyagentrl.rollout.loop import Rollout, RolloutConfig, TokenBatch, collect, merge_rollouts
 
 ENGINES = ("vllm", "hf")
 
@@ -35,4 +35,5 @@ __all__ = [
     "TokenBatch",
     "collect",
     "make_engine",
+    "merge_rollouts",
 ]

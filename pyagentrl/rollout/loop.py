@@ -25,7 +25,7 @@ import torch
 
 from pyagentrl.envs import EnvBatch, PromptBuilder
 from pyagentrl.envs.base import StepResult, Task
-from pyagentrl.envs.prompts import apply_chat_template, build_messages, render_prompt
+from pyagentrl.envs.prompts import apply_chat_template, build_messages, check_answer_format, render_prompt
 from pyagentrl.hashing import StateKeyer
 from pyagentrl.ops import StepBatch
 from pyagentrl.rollout.engine import Generation, RolloutEngine, SamplingConfig
@@ -42,8 +42,13 @@ class RolloutConfig:
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     system_prompt: str | None = None
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+    answer_format: str = "reason"  # the prompts' closing instruction: "reason" (<think> then <action>) or "direct"
+    # Text the assistant's turn starts with, given to the engine as part of the prompt (not sampled, not trained);
+    # the environment receives it followed by the sampled text. E.g. "<action>" with stop ("</action>",).
+    response_prefix: str = ""
 
     def __post_init__(self) -> None:
+        check_answer_format(self.answer_format)
         if self.prompting not in ("window", "conversation"):
             raise ValueError(f"prompting must be 'window' or 'conversation', got {self.prompting!r}")
         if self.history_length < 0:
@@ -136,6 +141,93 @@ class Rollout:
         mask = (segments >= 0).float()
         return TokenBatch(input_ids, attention, mask, old, segments.clamp(min=0), step_rows, layout)
 
+    def select_groups(self, keep: torch.Tensor) -> Rollout:
+        """The rollout of the task groups where ``keep`` (bool [num_groups]) holds, ids made dense again."""
+        if keep.dtype != torch.bool or keep.shape != (self.steps.num_groups,):
+            raise ValueError(f"keep must be bool [{self.steps.num_groups}], got {keep.dtype} {tuple(keep.shape)}")
+        if not bool(keep.any()):
+            raise ValueError("keep drops every task group")
+        rows = keep[self.steps.group_ids].nonzero().flatten()
+        trajs = keep[self.steps.traj_group].nonzero().flatten()
+        return _subset(self, rows, trajs)
+
+
+def merge_rollouts(parts: Sequence[Rollout]) -> Rollout:
+    """One rollout from several (the ranks' shares of an iteration, in rank order): task groups and trajectories
+    are numbered on, so groups stay whole and distinct. Phase times are the slowest part's (ranks run at once)."""
+    if not parts:
+        raise ValueError("no rollouts to merge")
+    if len(parts) == 1:
+        return parts[0]
+    group_offsets = np.cumsum([0] + [p.steps.num_groups for p in parts])
+    traj_offsets = np.cumsum([0] + [p.steps.num_trajs for p in parts])
+
+    def cat(name: str) -> torch.Tensor:
+        return torch.cat([getattr(p.steps, name) for p in parts])
+
+    def lists(name: str) -> Any:
+        values = [getattr(p, name) for p in parts]
+        return None if values[0] is None else [x for v in values for x in v]
+
+    steps = StepBatch(
+        rewards=cat("rewards"),
+        episode_scores=cat("episode_scores"),
+        group_ids=torch.cat([p.steps.group_ids + int(o) for p, o in zip(parts, group_offsets, strict=False)]),
+        traj_ids=torch.cat([p.steps.traj_ids + int(o) for p, o in zip(parts, traj_offsets, strict=False)]),
+        step_ids=cat("step_ids"),
+        anchor_ids=cat("anchor_ids"),
+    )
+    return Rollout(
+        steps=steps,
+        won=torch.cat([p.won for p in parts]),
+        action_valid=torch.cat([p.action_valid for p in parts]),
+        prompt_ids=lists("prompt_ids"),
+        response_ids=lists("response_ids"),
+        response_logprobs=lists("response_logprobs"),
+        replies=lists("replies"),
+        anchors=lists("anchors"),
+        conversation_ids=lists("conversation_ids"),
+        conversation_sampled=lists("conversation_sampled"),
+        conversation_logprobs=lists("conversation_logprobs"),
+        seconds={k: max(p.seconds[k] for p in parts) for k in parts[0].seconds},
+        generated_tokens=sum(p.generated_tokens for p in parts),
+        pad_token_id=parts[0].pad_token_id,
+    )
+
+
+def _subset(rollout: Rollout, rows: torch.Tensor, trajs: torch.Tensor) -> Rollout:
+    """The given rows and trajectories (whole trajectories, in order), with dense group and trajectory ids."""
+    s = rollout.steps
+    _, group_ids = torch.unique(s.group_ids[rows], return_inverse=True)
+    _, traj_ids = torch.unique(s.traj_ids[rows], return_inverse=True)
+    steps = StepBatch(
+        rewards=s.rewards[rows],
+        episode_scores=s.episode_scores[rows],
+        group_ids=group_ids,
+        traj_ids=traj_ids,
+        step_ids=s.step_ids[rows],
+        anchor_ids=s.anchor_ids[rows],
+    )
+    r, t = rows.tolist(), trajs.tolist()
+
+    def pick(values: Any, index: list[int]) -> Any:
+        return None if values is None else [values[i] for i in index]
+
+    return replace(
+        rollout,
+        steps=steps,
+        won=rollout.won[rows],
+        action_valid=rollout.action_valid[rows],
+        prompt_ids=pick(rollout.prompt_ids, r),
+        response_ids=pick(rollout.response_ids, r),
+        response_logprobs=pick(rollout.response_logprobs, r),
+        replies=pick(rollout.replies, r),
+        anchors=pick(rollout.anchors, r),
+        conversation_ids=pick(rollout.conversation_ids, t),
+        conversation_sampled=pick(rollout.conversation_sampled, t),
+        conversation_logprobs=pick(rollout.conversation_logprobs, t),
+    )
+
 
 def collect(
     engine: RolloutEngine,
@@ -156,7 +248,8 @@ def collect(
     results = envs.reset(task_seeds)
     seconds["environment"] += time.perf_counter() - clock
     n = envs.num_envs
-    window = PromptBuilder(family, config.history_length, config.system_prompt)
+    window = PromptBuilder(family, config.history_length, config.system_prompt, config.answer_format)
+    prefix = config.response_prefix
     window.reset(results)
     current = list(results)
     conversation = _Conversation(tokenizer, family, config, results) if config.prompting == "conversation" else None
@@ -173,7 +266,7 @@ def collect(
             prompts = [list(conversation.ids[i]) for i in live]
         else:
             texts = window.messages(tokenizer, **config.chat_template_kwargs)
-            prompts = [tokenizer(texts[i], add_special_tokens=False)["input_ids"] for i in live]
+            prompts = [tokenizer(str(texts[i]) + prefix, add_special_tokens=False)["input_ids"] for i in live]
         seconds["prompts"] += time.perf_counter() - clock
 
         clock = time.perf_counter()
@@ -187,7 +280,7 @@ def collect(
 
         replies = [""] * n
         for i, g in zip(live, generations, strict=True):
-            replies[i] = g.text
+            replies[i] = prefix + g.text
         clock = time.perf_counter()
         new = envs.step(replies)
         seconds["environment"] += time.perf_counter() - clock
@@ -196,7 +289,8 @@ def collect(
         for i, prompt, g in zip(live, prompts, generations, strict=True):
             r = new[i]
             penalty = 0.0 if r.action_valid else config.invalid_action_penalty
-            episodes[i].append(_Step(prompt, g, r.reward, r.reward - penalty, r.action_valid, current[i].anchor))
+            step = _Step(prompt, g, replies[i], r.reward, r.reward - penalty, r.action_valid, current[i].anchor)
+            episodes[i].append(step)
             won[i] = r.won
             if conversation is not None:
                 conversation.extend(i, g, r, len(episodes[i]), more=not r.done)
@@ -212,6 +306,7 @@ def collect(
 class _Step:
     prompt_ids: list[int]
     generation: Generation
+    reply: str  # the response prefix and the generation's text: what the environment received
     env_reward: float
     reward: float  # env_reward less the invalid-action penalty
     valid: bool
@@ -223,10 +318,14 @@ class _Conversation:
 
     def __init__(self, tokenizer: Any, family: str, config: RolloutConfig, results: Sequence[StepResult]) -> None:
         self.tokenizer, self.family, self.config = tokenizer, family, config
+        self.prefix = config.response_prefix
         self.messages = [
-            build_messages(render_prompt(family, r, history_length=0), config.system_prompt) for r in results
+            build_messages(
+                render_prompt(family, r, history_length=0, answer_format=config.answer_format), config.system_prompt
+            )
+            for r in results
         ]
-        self.ids = [self._encode(self._template(m, True)) for m in self.messages]
+        self.ids = [self._encode(self._template(m, True) + self.prefix) for m in self.messages]
         self.special_ids = set(tokenizer.all_special_ids)
         self.sampled: list[list[int]] = [[-1] * len(ids) for ids in self.ids]
         self.logprobs: list[list[float]] = [[0.0] * len(ids) for ids in self.ids]
@@ -245,8 +344,8 @@ class _Conversation:
         self.logprobs[i] += g.logprobs
         if not more:
             return
-        before = self._template(self.messages[i], True)
-        self.messages[i] = [*self.messages[i], {"role": "assistant", "content": g.text}]
+        before = self._template(self.messages[i], True) + self.prefix
+        self.messages[i] = [*self.messages[i], {"role": "assistant", "content": self.prefix + g.text}]
         closed = self._template(self.messages[i], False)
         if not closed.startswith(before + g.text):
             raise ValueError(
@@ -257,7 +356,14 @@ class _Conversation:
         if g.finish_reason == "stop" and g.token_ids and g.token_ids[-1] in self.special_ids:
             # The model sampled its turn's end itself (EOS, or another stop token such as Gemma's <end_of_turn>).
             closing = closing.removeprefix(self.tokenizer.decode(g.token_ids[-1:], skip_special_tokens=False))
-        turn = render_prompt(self.family, result, step_count=step_count, history_length=0, intro=False)
+        turn = render_prompt(
+            self.family,
+            result,
+            step_count=step_count,
+            history_length=0,
+            intro=False,
+            answer_format=self.config.answer_format,
+        )
         self.messages[i] = [*self.messages[i], {"role": "user", "content": turn}]
         following = self._template(self.messages[i], True)
         if not following.startswith(closed):  # e.g. Qwen3's template drops earlier turns' <think> blocks
@@ -265,7 +371,7 @@ class _Conversation:
                 "the model's chat template does not render a conversation as a prefix of its continuation; "
                 "use prompting='window'"
             )
-        between = self._encode(closing + following[len(closed) :])
+        between = self._encode(closing + following[len(closed) :] + self.prefix)
         self.ids[i] += between
         self.sampled[i] += [-1] * len(between)
         self.logprobs[i] += [0.0] * len(between)
@@ -314,7 +420,7 @@ def _assemble(
         prompt_ids=[step.prompt_ids for _, _, step in rows],
         response_ids=[step.generation.token_ids for _, _, step in rows],
         response_logprobs=[step.generation.logprobs for _, _, step in rows],
-        replies=[step.generation.text for _, _, step in rows],
+        replies=[step.reply for _, _, step in rows],
         anchors=anchors,
         conversation_ids=None if conversation is None else [conversation.ids[i] for i in kept],
         conversation_sampled=None if conversation is None else [conversation.sampled[i] for i in kept],

@@ -123,7 +123,8 @@ class VLLMEngine(RolloutEngine):
         return generations
 
     def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
-        tensors = [(name, t.detach()) for name, t in named_tensors]
+        dtype = self.llm.llm_engine.model_config.dtype  # sent in the engine's dtype: vLLM warns per tensor otherwise
+        tensors = [(name, t.detach().to(dtype)) for name, t in named_tensors]
         self.llm.collective_rpc("pyagentrl_load_weights", args=(tensors,))
         self.llm.reset_prefix_cache()
 

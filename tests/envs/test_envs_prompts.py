@@ -102,3 +102,15 @@ def test_chat_template_arguments_pass_through() -> None:
     pb = PromptBuilder("frozenlake")
     pb.reset([_result("a0")])
     assert pb.messages(FakeTokenizer(), enable_thinking=False)[0].endswith("<think></think>")
+
+
+def test_the_direct_answer_format_asks_for_the_action_alone():
+    direct = render_prompt("frozenlake", _result("P _\n_ G"), answer_format="direct")
+    reason = render_prompt("frozenlake", _result("P _\n_ G"))
+    assert direct.endswith("for example <action>right</action>, and nothing else.") and "<think>" not in direct
+    assert "<think> </think>" in reason
+    assert direct.split("Now it's your turn")[0] == reason.split("Now it's your turn")[0]
+    with pytest.raises(ValueError, match="answer_format"):
+        render_prompt("frozenlake", _result("x"), answer_format="json")
+    with pytest.raises(ValueError, match="answer_format"):
+        PromptBuilder("frozenlake", answer_format="json")

@@ -129,3 +129,33 @@ def test_bad_inputs_name_the_argument():
         ops.per_action_clipped_loss(logp, old, bad, mask)
     with pytest.raises(ValueError, match="loss_agg_mode"):
         ops.per_action_clipped_loss(logp, old, adv, mask, loss_agg_mode="mean")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "mode", ["token-mean", "token-sum", "seq-mean-token-mean", "seq-mean-token-sum", "segment-mean"]
+)
+def test_loss_units_turn_each_mode_into_a_sum(mode):
+    # The identity a data-parallel trainer relies on: mean × units = the sum the mode averages, computed by hand.
+    from pyagentrl.ops.policy_loss import loss_units, reduce_token_loss
+
+    g = torch.Generator().manual_seed(1)
+    loss = torch.randn(4, 6, generator=g, dtype=torch.float64)
+    mask = (torch.rand(4, 6, generator=g) > 0.3).double()
+    mask[2] = 0  # a row without tokens
+    seg = torch.randint(0, 3, (4, 6), generator=g)
+    rows = [r for r in range(4) if mask[r].sum() > 0]
+    if mode in ("token-mean", "token-sum"):
+        expected_sum = float((loss * mask).sum())
+    elif mode == "seq-mean-token-mean":
+        expected_sum = sum(float((loss[r] * mask[r]).sum() / mask[r].sum()) for r in rows)
+    elif mode == "seq-mean-token-sum":
+        expected_sum = sum(float((loss[r] * mask[r]).sum()) for r in rows)
+    else:
+        expected_sum = 0.0
+        for r in rows:
+            for s in range(3):
+                on = (seg[r] == s) & (mask[r] > 0)
+                if on.any():
+                    expected_sum += float(loss[r][on].mean())
+    got = reduce_token_loss(loss, mask, mode, seg) * loss_units(mask, mode, seg)
+    assert float(got) == pytest.approx(expected_sum, rel=1e-12)

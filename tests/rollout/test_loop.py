@@ -181,3 +181,65 @@ def test_token_advantages_check_what_they_map(engine):
     broken = dataclasses.replace(traj, segment_ids=segments)
     with pytest.raises(ValueError, match="names a step its trajectory does not have"):
         broken.token_advantages(torch.zeros(rollout.steps.num_rows), rollout.steps)
+
+
+@pytest.mark.parametrize("prompting", ["window", "conversation"])
+def test_a_response_prefix_is_prompted_and_sent_but_never_sampled(prompting):
+    engine = make_engine("hf", "tiny")
+    config = RolloutConfig(
+        prompting=prompting,
+        answer_format="direct",
+        response_prefix="<action>",
+        sampling=SamplingConfig(max_new_tokens=6, stop=("</action>",), seed=2),
+    )
+    make = functools.partial(Recording, "frozenlake", max_steps=3)
+    with EnvBatch(make, num_groups=1, group_size=2, backend="serial") as envs:
+        rollout = collect(engine, envs, "frozenlake", [5], StateKeyer(), config)
+        sent = [e.sent for shard in envs._shards for e in shard.envs]
+    tokenizer = engine.tokenizer
+    for r in range(rollout.steps.num_rows):
+        prompt = tokenizer.decode(rollout.prompt_ids[r])
+        assert prompt.endswith("<|im_start|>assistant\n<action>")
+        assert "reply with one admissible action" in prompt and "<think>" not in prompt
+        assert rollout.replies[r] == "<action>" + tokenizer.decode(rollout.response_ids[r], skip_special_tokens=True)
+    assert [x for s in sent for x in s] == rollout.replies
+    if prompting == "conversation":  # the prefix sits in the row as prompt tokens, before each sampled reply
+        traj = rollout.tokens("trajectory")
+        from transformers import AutoModelForCausalLM
+
+        model = AutoModelForCausalLM.from_pretrained(tiny_model_path(), dtype=torch.float32)
+        with torch.no_grad():
+            logits = model(input_ids=traj.input_ids, attention_mask=traj.attention_mask).logits
+        logp = torch.log_softmax(logits[:, :-1].float(), -1).gather(-1, traj.input_ids[:, 1:, None])[..., 0]
+        mask = traj.response_mask[:, 1:] != 0
+        assert (logp[mask] - traj.old_logprobs[:, 1:][mask]).abs().max() < 1e-4
+
+
+def test_merge_and_select_keep_groups_whole():
+    engine = make_engine("hf", "tiny")
+    config = RolloutConfig(sampling=SamplingConfig(max_new_tokens=4, seed=1))
+    parts = []
+    for seeds in ([1, 2], [3]):
+        with EnvBatch(functools.partial(make_env, "frozenlake", max_steps=3), len(seeds), 2, backend="serial") as e:
+            parts.append(collect(engine, e, "frozenlake", seeds, StateKeyer(), config))
+    from pyagentrl.rollout import merge_rollouts
+
+    merged = merge_rollouts(parts)
+    a, b, m = parts[0].steps, parts[1].steps, merged.steps
+    assert m.num_groups == 3 and m.num_trajs == a.num_trajs + b.num_trajs
+    assert torch.equal(m.group_ids, torch.cat([a.group_ids, b.group_ids + 2]))
+    assert torch.equal(m.traj_ids, torch.cat([a.traj_ids, b.traj_ids + a.num_trajs]))
+    assert torch.equal(m.rewards, torch.cat([a.rewards, b.rewards]))
+    assert merged.replies == parts[0].replies + parts[1].replies
+    assert merged.generated_tokens == parts[0].generated_tokens + parts[1].generated_tokens
+
+    kept = merged.select_groups(torch.tensor([False, True, True]))
+    rows = (m.group_ids >= 1).nonzero().flatten()
+    assert kept.steps.num_groups == 2 and torch.equal(kept.steps.group_ids, m.group_ids[rows] - 1)
+    assert torch.equal(kept.steps.rewards, m.rewards[rows])
+    assert kept.prompt_ids == [merged.prompt_ids[r] for r in rows.tolist()]
+    assert torch.equal(kept.steps.traj_ids, m.traj_ids[rows] - int(m.traj_ids[rows].min()))
+    with pytest.raises(ValueError, match="drops every task group"):
+        merged.select_groups(torch.zeros(3, dtype=torch.bool))
+    with pytest.raises(ValueError, match="keep must be bool"):
+        merged.select_groups(torch.ones(2, dtype=torch.bool))

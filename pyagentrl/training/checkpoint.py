@@ -1,0 +1,115 @@
+"""Checkpoints: everything a run needs to continue as if it had never stopped.
+
+``<run>/checkpoints/iter_000004/`` (after 4 iterations) holds ``deepspeed/`` (the engine's module and optimizer
+states), ``model/`` (the policy as an HF directory: full weights, or the LoRA adapter), ``rng/rank<r>.pt`` (each
+rank's Python, NumPy and torch RNG states), ``config.yaml`` and ``deepspeed.json`` (the run's settings) and
+``state.json`` (the next iteration). It is written
+under a temporary name and renamed when complete, then ``checkpoints/latest`` is replaced (atomically) with its
+name: a run killed while saving resumes from the previous checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from pyagentrl.training import actor as actor_lib
+from pyagentrl.training.config import TrainConfig, save_config
+from pyagentrl.training.distributed import World
+
+LATEST = "latest"
+
+
+@dataclass(frozen=True)
+class Restored:
+    path: Path
+    next_iteration: int
+
+
+def checkpoint_name(iterations_done: int) -> str:
+    return f"iter_{iterations_done:06d}"
+
+
+def write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def rng_state() -> dict[str, Any]:
+    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+
+
+def save(
+    root: Path, iterations_done: int, learner: Any, tokenizer: Any, config: TrainConfig, world: World, keep: int
+) -> Path:
+    """Writes the checkpoint after ``iterations_done`` iterations (a collective call: every rank calls it)."""
+    final = root / checkpoint_name(iterations_done)
+    tmp = root / f".{final.name}.tmp"
+    if world.is_main:
+        shutil.rmtree(tmp, ignore_errors=True)
+        (tmp / "rng").mkdir(parents=True)
+    world.barrier()
+    lora = actor_lib.is_lora(learner.model)
+    learner.engine.save_checkpoint(str(tmp), tag="deepspeed", save_latest=False, exclude_frozen_parameters=lora)
+    torch.save(rng_state(), tmp / "rng" / f"rank{world.rank}.pt")
+    if world.is_main:
+        actor_lib.save_pretrained(learner.model, tokenizer, tmp / "model")
+        save_config(config, tmp / "config.yaml")  # its actor.deepspeed names the copy next to it
+        (tmp / "deepspeed.json").write_text(json.dumps(learner.ds_config, indent=2) + "\n")
+        (tmp / "state.json").write_text(json.dumps({"next_iteration": iterations_done, "lora": lora}) + "\n")
+    world.barrier()
+    if world.is_main:
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp, final)
+        write_atomic(root / LATEST, final.name + "\n")
+        _prune(root, keep)
+    world.barrier()
+    return final
+
+
+def _prune(root: Path, keep: int) -> None:
+    if keep <= 0:
+        return
+    done = sorted(p for p in root.glob("iter_*") if p.is_dir())
+    for old in done[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def latest(root: Path) -> Path | None:
+    pointer = root / LATEST
+    if not pointer.is_file():
+        return None
+    path = root / pointer.read_text().strip()
+    return path if (path / "state.json").is_file() else None
+
+
+def restore(path: Path, learner: Any, world: World) -> Restored:
+    """Loads the checkpoint at ``path`` into ``learner`` and this rank's RNGs (a collective call)."""
+    state = json.loads((path / "state.json").read_text())
+    loaded, _ = learner.engine.load_checkpoint(
+        str(path), tag="deepspeed", load_module_strict=not state["lora"], load_lr_scheduler_states=False
+    )
+    if loaded is None:
+        raise RuntimeError(f"DeepSpeed could not load the checkpoint in {path / 'deepspeed'}")
+    rng = path / "rng" / f"rank{world.rank}.pt"
+    if rng.is_file():  # a run resumed on more ranks than it was saved with: the new ranks keep their seeding
+        set_rng_state(torch.load(rng, weights_only=False))
+    return Restored(path, int(state["next_iteration"]))

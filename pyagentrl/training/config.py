@@ -1,0 +1,333 @@
+"""The training configuration: a typed schema (dataclasses), YAML files in ``train/configs/`` and ``key=value``
+overrides, through OmegaConf.
+
+Why OmegaConf: its structured configs turn these dataclasses into a schema, so a YAML key or an override that does
+not exist, or a value of the wrong type, is refused with its full dotted name before any work; it reads YAML, takes
+``a.b=c`` overrides (the grammar of Hydra and verl, which many users know) and writes the resolved config back as
+YAML. Hydra builds on it but also takes over the working directory, logging and launching, which the trainer does
+itself; pydantic validates as well but has no override grammar.
+
+Checks that need more than a type (known names, divisibility, a model that exists) are in :func:`validate`, which
+the trainer calls before it builds anything.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+DEEPSPEED_DIR = "deepspeed"  # ZeRO configs: train/deepspeed/*.json, found next to the configs directory
+
+
+@dataclass
+class EnvConfig:
+    name: str = "frozenlake"  # a name of pyagentrl.envs.ENVS
+    options: dict[str, Any] = field(default_factory=dict)  # keyword arguments of the environment
+    num_groups: int = 4  # task groups per iteration, over all ranks
+    group_size: int = 4  # rollouts per task (GiGPO's N)
+    backend: str = "thread"  # EnvBatch backend: thread, process or serial
+    workers: int | None = None
+
+
+@dataclass
+class RolloutSettings:
+    engine: str = "vllm"  # vllm or hf
+    engine_options: dict[str, Any] = field(default_factory=dict)  # e.g. dtype, kv_cache_gib, max_batch_size
+    prompting: str = "window"  # window (verl-agent's) or conversation
+    history_length: int = 2
+    invalid_action_penalty: float = 0.1
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 64
+    stop: list[str] = field(default_factory=list)
+    system_prompt: str | None = None
+    answer_format: str = "reason"  # reason (<think> then <action>, verl-agent's) or direct (the action alone)
+    response_prefix: str = ""  # prefilled start of every reply, e.g. "<action>" (with stop ["</action>"])
+
+
+@dataclass
+class AnchorConfig:
+    mode: str = "exact"  # exact, minhash or simhash (pyagentrl.hashing.StateKeyer)
+    options: dict[str, Any] = field(default_factory=dict)  # other StateKeyer settings: threshold, k, ...
+
+
+@dataclass
+class ScheduleConfig:
+    """A value that moves from ``start`` to ``end`` over ``iterations`` iterations, then stays at ``end``."""
+
+    schedule: str = "constant"  # constant (always start), linear or cosine
+    start: float = 1.0
+    end: float = 1.0
+    iterations: int = 0
+
+    def at(self, iteration: int) -> float:
+        if self.schedule == "constant" or self.iterations <= 0:
+            return self.start if self.schedule == "constant" else self.end
+        t = min(iteration / self.iterations, 1.0)
+        if self.schedule == "linear":
+            return self.start + (self.end - self.start) * t
+        return self.end + (self.start - self.end) * (1 + math.cos(math.pi * t)) / 2
+
+
+@dataclass
+class AlgorithmConfig:
+    estimator: str = "gigpo"  # a name of pyagentrl.ops.ADV_ESTIMATORS: grpo, gigpo, gagpo, or one you register
+    gamma: float = 0.95
+    lam: float = 0.95
+    norm: str = "mean_std_norm"
+    eps: float = 1e-6
+    unbiased: bool = True
+    episode_singleton: str = "zero"
+    norm_over: str = "rows"
+    step_weight: ScheduleConfig = field(default_factory=ScheduleConfig)  # GiGPO's ω, per iteration
+    dynamic_sampling: bool = False  # DAPO: drop task groups whose episode scores are all equal
+
+
+@dataclass
+class LoraConfig:
+    rank: int = 0  # 0: full fine-tuning
+    alpha: float = 32.0
+    dropout: float = 0.0
+    target_modules: list[str] = field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    )
+
+
+@dataclass
+class KLConfig:
+    coef: float = 0.0  # 0: no reference model
+    estimator: str = "k3"  # k1 (log-ratio) or k3 (low-variance, always >= 0)
+
+
+@dataclass
+class ActorConfig:
+    lr: float = 1e-6
+    weight_decay: float = 0.0
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
+    max_grad_norm: float = 1.0
+    ppo_epochs: int = 1
+    minibatches: int = 1  # optimizer steps per epoch (the batch's rows are shuffled and split)
+    micro_batch_size: int = 8  # rows per forward pass on each rank (gradients accumulate over micro-batches)
+    layout: str = "step"  # step (one row per step) or trajectory (conversation prompting: one row per episode)
+    policy_loss: str = "per_action"  # a name of pyagentrl.ops.POLICY_LOSSES: per_action or token
+    clip_low: float = 0.2
+    clip_high: float | None = 0.28
+    loss_agg_mode: str = "token-mean"
+    kl: KLConfig = field(default_factory=KLConfig)
+    entropy_coef: float = 0.0
+    lora: LoraConfig = field(default_factory=LoraConfig)
+    deepspeed: str = "zero2.json"  # a file of train/deepspeed/ or a path
+    # bf16 compute: on GPUs DeepSpeed's bf16 mode, on CPUs torch.autocast (fp32 weights and optimizer, bf16
+    # matmuls: about 2x faster on CPUs with AMX or AVX512-BF16). auto: where the hardware has it.
+    bf16: str = "auto"
+    gradient_checkpointing: bool = False
+
+
+@dataclass
+class CheckpointConfig:
+    every: int = 0  # iterations between checkpoints (0: only at the end)
+    keep: int = 2  # newest checkpoints kept (0: all)
+
+
+@dataclass
+class TrainConfig:
+    name: str = "run"
+    output_dir: str = "runs"
+    seed: int = 0
+    iterations: int = 3
+    model: str = "embedded"  # embedded, tiny or an HF model directory
+    threads: int | None = None  # torch threads per rank (default: torch's)
+    env: EnvConfig = field(default_factory=EnvConfig)
+    rollout: RolloutSettings = field(default_factory=RolloutSettings)
+    anchors: AnchorConfig = field(default_factory=AnchorConfig)
+    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    actor: ActorConfig = field(default_factory=ActorConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+
+
+class ConfigError(ValueError):
+    """A bad config: the message names the key."""
+
+
+def _omegaconf() -> Any:
+    try:
+        import omegaconf
+    except ImportError as exc:
+        raise ImportError(f"training needs omegaconf: pip install 'pyagentrl[train]' ({exc})") from exc
+    return omegaconf
+
+
+def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
+    """The YAML file at ``path`` over the defaults, then ``key=value`` overrides; checked against the schema.
+
+    A relative ``actor.deepspeed`` that is not a file is looked up in ``train/deepspeed/`` (next to the config's
+    own directory), and stored as an absolute path.
+    """
+    omegaconf = _omegaconf()
+    file = Path(path)
+    if not file.is_file():
+        raise ConfigError(f"config file {str(path)!r} does not exist (the configs are in train/configs/)")
+    schema = omegaconf.OmegaConf.structured(TrainConfig)
+    try:
+        merged = omegaconf.OmegaConf.merge(schema, omegaconf.OmegaConf.load(file))
+    except omegaconf.errors.OmegaConfBaseException as exc:
+        raise ConfigError(f"{file}: {_first_line(exc)} (key {_full_key(exc)})") from None
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"override {item!r} is not key=value")
+        try:
+            merged = omegaconf.OmegaConf.merge(merged, omegaconf.OmegaConf.from_dotlist([item]))
+        except omegaconf.errors.OmegaConfBaseException as exc:
+            raise ConfigError(f"override {item!r}: {_first_line(exc)} (key {_full_key(exc)})") from None
+    config: TrainConfig = omegaconf.OmegaConf.to_object(merged)
+    config.actor.bf16 = str(config.actor.bf16).lower()  # YAML reads `true` as a boolean; the field is a word
+    config.actor.deepspeed = str(_find_deepspeed(config.actor.deepspeed, file.resolve().parent))
+    return config
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).splitlines()[0]
+
+
+def _full_key(exc: Any) -> str:
+    return str(getattr(exc, "full_key", None) or "?")
+
+
+def _find_deepspeed(name: str, config_dir: Path) -> Path:
+    given = Path(name).expanduser()
+    for candidate in (given, config_dir / given, config_dir.parent / DEEPSPEED_DIR / given):
+        if candidate.is_file():
+            return candidate.resolve()
+    raise ConfigError(f"actor.deepspeed={name!r}: no such file (looked in . , {config_dir}, and train/deepspeed/)")
+
+
+def to_yaml(config: TrainConfig) -> str:
+    omegaconf = _omegaconf()
+    return str(omegaconf.OmegaConf.to_yaml(omegaconf.OmegaConf.structured(config)))
+
+
+def save_config(config: TrainConfig, path: Path) -> None:
+    path.write_text(to_yaml(config))
+
+
+def validate(config: TrainConfig, world_size: int = 1) -> None:
+    """Raises ConfigError naming the key of the first setting that cannot work, before any work is done."""
+    from pyagentrl.envs import ENVS
+    from pyagentrl.ops import ADV_ESTIMATORS, LOSS_AGG_MODES, POLICY_LOSSES
+    from pyagentrl.rollout import ENGINES
+
+    def need(ok: bool, key: str, message: str) -> None:
+        if not ok:
+            raise ConfigError(f"{key}: {message}")
+
+    env, rollout, alg, actor = config.env, config.rollout, config.algorithm, config.actor
+    need(config.iterations >= 1, "iterations", f"must be >= 1, got {config.iterations}")
+    need(config.seed >= 0, "seed", f"must be >= 0, got {config.seed}")
+    need(config.threads is None or config.threads >= 1, "threads", f"must be >= 1, got {config.threads}")
+    need(env.name in ENVS, "env.name", f"unknown environment {env.name!r}; expected one of {sorted(ENVS)}")
+    need(env.backend in ("thread", "process", "serial"), "env.backend", f"unknown backend {env.backend!r}")
+    need(env.num_groups >= 1, "env.num_groups", f"must be >= 1, got {env.num_groups}")
+    need(env.group_size >= 1, "env.group_size", f"must be >= 1, got {env.group_size}")
+    need(
+        env.num_groups % world_size == 0,
+        "env.num_groups",
+        f"{env.num_groups} task groups do not divide over {world_size} ranks (task groups stay whole on one rank)",
+    )
+    need(rollout.engine in ENGINES, "rollout.engine", f"unknown engine {rollout.engine!r}; expected one of {ENGINES}")
+    need(rollout.prompting in ("window", "conversation"), "rollout.prompting", f"unknown {rollout.prompting!r}")
+    need(
+        rollout.answer_format in ("reason", "direct"),
+        "rollout.answer_format",
+        f"expected reason or direct, got {rollout.answer_format!r}",
+    )
+    need(rollout.max_new_tokens >= 1, "rollout.max_new_tokens", f"must be >= 1, got {rollout.max_new_tokens}")
+    modes = ("exact", "minhash", "simhash")
+    need(config.anchors.mode in modes, "anchors.mode", f"unknown anchor mode {config.anchors.mode!r}; expected {modes}")
+    need(
+        alg.estimator in ADV_ESTIMATORS,
+        "algorithm.estimator",
+        f"unknown estimator {alg.estimator!r}; registered: {sorted(ADV_ESTIMATORS)}",
+    )
+    need(
+        not (alg.estimator in ("gigpo", "gagpo") and env.group_size < 2),
+        "env.group_size",
+        f"{alg.estimator} compares the rollouts of a task group: group_size must be >= 2, got {env.group_size}",
+    )
+    schedules = ("constant", "linear", "cosine")
+    sw = alg.step_weight
+    need(sw.schedule in schedules, "algorithm.step_weight.schedule", f"unknown {sw.schedule!r}; expected {schedules}")
+    need(sw.iterations >= 0, "algorithm.step_weight.iterations", f"must be >= 0, got {sw.iterations}")
+    need(actor.lr > 0, "actor.lr", f"must be > 0, got {actor.lr}")
+    need(actor.ppo_epochs >= 1, "actor.ppo_epochs", f"must be >= 1, got {actor.ppo_epochs}")
+    need(actor.micro_batch_size >= 1, "actor.micro_batch_size", f"must be >= 1, got {actor.micro_batch_size}")
+    rows = env.num_groups * env.group_size  # at least one row per episode
+    need(
+        1 <= actor.minibatches <= rows,
+        "actor.minibatches",
+        f"must lie in [1, {rows}] (the {rows} episodes of an iteration give at least {rows} rows), "
+        f"got {actor.minibatches}",
+    )
+    need(actor.max_grad_norm > 0, "actor.max_grad_norm", f"must be > 0, got {actor.max_grad_norm}")
+    need(len(actor.betas) == 2, "actor.betas", f"must hold two numbers, got {actor.betas}")
+    need(actor.layout in ("step", "trajectory"), "actor.layout", f"unknown layout {actor.layout!r}")
+    need(
+        actor.layout == "step" or rollout.prompting == "conversation",
+        "actor.layout",
+        "'trajectory' needs rollout.prompting=conversation",
+    )
+    need(
+        actor.policy_loss in POLICY_LOSSES,
+        "actor.policy_loss",
+        f"unknown policy loss {actor.policy_loss!r}; registered: {sorted(POLICY_LOSSES)}",
+    )
+    trainable_modes = tuple(m for m in LOSS_AGG_MODES if m != "seq-mean-token-sum-norm")
+    need(
+        actor.loss_agg_mode in trainable_modes,
+        "actor.loss_agg_mode",
+        f"expected one of {trainable_modes} (seq-mean-token-sum-norm divides by a padded width that changes "
+        f"with each micro-batch), got {actor.loss_agg_mode!r}",
+    )
+    need(actor.kl.estimator in ("k1", "k3"), "actor.kl.estimator", f"expected k1 or k3, got {actor.kl.estimator!r}")
+    need(actor.kl.coef >= 0, "actor.kl.coef", f"must be >= 0, got {actor.kl.coef}")
+    need(actor.lora.rank >= 0, "actor.lora.rank", f"must be >= 0, got {actor.lora.rank}")
+    need(actor.bf16 in ("auto", "true", "false"), "actor.bf16", f"expected auto, true or false, got {actor.bf16!r}")
+    need(config.checkpoint.every >= 0, "checkpoint.every", f"must be >= 0, got {config.checkpoint.every}")
+    need(config.checkpoint.keep >= 0, "checkpoint.keep", f"must be >= 0, got {config.checkpoint.keep}")
+    try:  # the model: a name or a directory that exists (building the embedded or tiny model happens later)
+        if config.model not in ("embedded", "tiny"):
+            from pyagentrl.rollout.models import resolve_model
+
+            resolve_model(config.model)
+    except (FileNotFoundError, NotADirectoryError) as exc:
+        raise ConfigError(f"model: {exc}") from None
+    # The settings the library's own constructors check; their messages start with the field's name.
+    from pyagentrl.hashing import StateKeyer
+    from pyagentrl.ops import AdvantageConfig, LossConfig
+
+    try:
+        StateKeyer(mode=config.anchors.mode, **config.anchors.options)  # type: ignore[arg-type]
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"anchors.options: {exc}") from None
+    try:
+        AdvantageConfig(
+            gamma=alg.gamma,
+            lam=alg.lam,
+            norm=alg.norm,  # type: ignore[arg-type]
+            eps=alg.eps,
+            unbiased=alg.unbiased,
+            episode_singleton=alg.episode_singleton,  # type: ignore[arg-type]
+            norm_over=alg.norm_over,  # type: ignore[arg-type]
+        )
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"algorithm.{exc}") from None
+    try:
+        LossConfig(actor.clip_low, actor.clip_high, actor.loss_agg_mode)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"actor.{exc}") from None
+    try:
+        json.loads(Path(actor.deepspeed).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"actor.deepspeed: {actor.deepspeed} is not a readable JSON file ({exc})") from None

@@ -1,0 +1,84 @@
+"""The process group: one process per rank, started by the ``deepspeed`` launcher, ``torchrun`` or plainly.
+
+A plain ``pyagentrl train`` is a world of one: the rendezvous variables the launchers set are filled in for it
+(DeepSpeed otherwise looks for MPI). gloo on CPU, NCCL on GPU. Rollout data crosses ranks as pickled objects: it is
+small (token ids and per-row numbers) next to the model.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+
+@dataclass(frozen=True)
+class World:
+    rank: int
+    size: int
+    local_rank: int
+    device: torch.device
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def all_gather_object(self, obj: Any) -> list[Any]:
+        if self.size == 1:
+            return [obj]
+        out: list[Any] = [None] * self.size
+        torch.distributed.all_gather_object(out, obj)
+        return out
+
+    def broadcast_object(self, obj: Any) -> Any:
+        """Rank 0's ``obj`` on every rank."""
+        if self.size == 1:
+            return obj
+        box = [obj]
+        torch.distributed.broadcast_object_list(box, src=0)
+        return box[0]
+
+    def all_reduce_sums(self, values: dict[str, float]) -> dict[str, float]:
+        if self.size == 1:
+            return dict(values)
+        keys = sorted(values)
+        t = torch.tensor([float(values[k]) for k in keys], dtype=torch.float64)
+        if torch.distributed.get_backend() == "nccl":
+            t = t.to(self.device)
+        torch.distributed.all_reduce(t)
+        return dict(zip(keys, t.cpu().tolist(), strict=True))
+
+    def barrier(self) -> None:
+        if self.size > 1:
+            torch.distributed.barrier()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def init_world() -> World:
+    """Joins (or, run plainly, creates) the process group; every rank calls it before anything collective."""
+    import deepspeed
+
+    if "RANK" not in os.environ:  # not started by a launcher: a world of one
+        os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", str(_free_port()))
+    cuda = torch.cuda.is_available()
+    if not torch.distributed.is_initialized():
+        deepspeed.init_distributed(dist_backend="nccl" if cuda else "gloo")
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    device = torch.device("cuda", local_rank) if cuda else torch.device("cpu")
+    if cuda:
+        torch.cuda.set_device(device)
+    return World(torch.distributed.get_rank(), torch.distributed.get_world_size(), local_rank, device)
+
+
+def world_size_from_env() -> int:
+    """The world size the launcher asked for (1 when run plainly), known before the process group exists."""
+    return int(os.environ.get("WORLD_SIZE", "1"))

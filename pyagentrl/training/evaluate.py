@@ -1,0 +1,88 @@
+"""``pyagentrl eval CHECKPOINT``: the success rate of a checkpoint's policy on held-out tasks (seeds from
+``EVAL_SEED_BASE`` on, which training never draws), one episode per task, with a Wilson 95 % interval."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from pyagentrl.envs import EnvBatch, env_factory, prompt_family
+from pyagentrl.hashing import StateKeyer
+from pyagentrl.rollout import RolloutEngine, collect, make_engine
+from pyagentrl.rollout.models import resolve_model
+from pyagentrl.training.config import load_config
+from pyagentrl.training.trainer import EVAL_SEED_BASE, rollout_config
+
+
+def wilson_interval(successes: int, trials: int, z: float = 1.959964) -> tuple[float, float]:
+    """The Wilson score interval of a binomial proportion (95 % for the default z)."""
+    if trials <= 0:
+        raise ValueError(f"trials must be positive, got {trials}")
+    p = successes / trials
+    denominator = 1 + z * z / trials
+    centre = (p + z * z / (2 * trials)) / denominator
+    half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / denominator
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def _engine(checkpoint: Path, base_model: str, name: str, options: dict[str, Any]) -> RolloutEngine:
+    state = json.loads((checkpoint / "state.json").read_text())
+    if not state["lora"]:
+        return make_engine(name, checkpoint / "model", **options)
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    from pyagentrl.training.actor import hf_weights
+
+    base_path = resolve_model(base_model)
+    engine = make_engine(name, base_path, **options)
+    policy = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base_path), checkpoint / "model")
+    engine.update_weights(hf_weights(policy))
+    return engine
+
+
+def evaluate_checkpoint(
+    checkpoint: str | Path, tasks: int = 32, engine: str | None = None, temperature: float | None = None
+) -> dict[str, Any]:
+    path = Path(checkpoint)
+    if not (path / "state.json").is_file() or not (path / "config.yaml").is_file():
+        raise FileNotFoundError(f"{checkpoint} is not a checkpoint directory (<run>/checkpoints/iter_NNNNNN)")
+    if tasks < 1:
+        raise ValueError(f"--tasks must be >= 1, got {tasks}")
+    config = load_config(path / "config.yaml")
+    name = engine or config.rollout.engine
+    options = dict(config.rollout.engine_options) if name == config.rollout.engine else {}
+    policy = _engine(path, config.model, name, options)
+    settings = rollout_config(config, sampling_seed=config.seed)
+    if temperature is not None:
+        settings = replace(settings, sampling=replace(settings.sampling, temperature=temperature))
+    seeds = [EVAL_SEED_BASE + k for k in range(tasks)]
+    env = config.env
+    with EnvBatch(env_factory(env.name, **env.options), tasks, 1, workers=env.workers, backend=env.backend) as envs:
+        rollout = collect(policy, envs, prompt_family(env.name), seeds, StateKeyer(), settings)
+    policy.close()
+    s = rollout.steps
+    won = [False] * s.num_trajs
+    for t, w in zip(s.traj_ids.tolist(), rollout.won.tolist(), strict=True):
+        won[t] = w
+    wins = sum(won)
+    low, high = wilson_interval(wins, s.num_trajs)
+    result = {
+        "checkpoint": str(path.resolve()),
+        "tasks": s.num_trajs,
+        "successes": wins,
+        "success_rate": wins / s.num_trajs,
+        "ci95": [low, high],
+        "temperature": settings.sampling.temperature,
+        "engine": name,
+    }
+    (path / "eval.json").write_text(json.dumps(result, indent=2) + "\n")
+    print(
+        f"{path}: success rate {wins}/{s.num_trajs} = {wins / s.num_trajs:.3f} "
+        f"(95 % CI {low:.3f}-{high:.3f}; held-out task seeds {seeds[0]}..{seeds[-1]}, "
+        f"temperature {settings.sampling.temperature}, engine {name})"
+    )
+    return result

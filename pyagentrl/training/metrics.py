@@ -1,0 +1,108 @@
+"""Per-iteration metrics: one JSON object per line in ``metrics.jsonl`` (flushed and synced each iteration),
+TensorBoard scalars, and a live display on the terminal.
+
+On resume the log is cut back to the iterations before the checkpoint (they will be made again, identically), and
+TensorBoard purges its later events: no line is lost or written twice.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from pyagentrl.training.checkpoint import write_atomic
+
+METRICS_FILE = "metrics.jsonl"
+
+
+def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
+    """The complete lines of a run's metrics (a line cut short by a kill is skipped)."""
+    path = Path(run_dir) / METRICS_FILE
+    if not path.is_file():
+        return []
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return rows
+
+
+class MetricsLog:
+    """Writes metrics from rank 0; ``start`` is the first iteration this process will make."""
+
+    def __init__(self, run_dir: Path, start: int) -> None:
+        self.path = run_dir / METRICS_FILE
+        kept = [row for row in read_metrics(run_dir) if row.get("iteration", math.inf) < start]
+        write_atomic(self.path, "".join(json.dumps(row) + "\n" for row in kept))
+        self.file = open(self.path, "a")  # noqa: SIM115 - open for the life of the run
+        self.writer = None
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self.writer = SummaryWriter(log_dir=str(run_dir / "tensorboard"), purge_step=start)
+        except ImportError:
+            print("tensorboard is not installed: metrics go to metrics.jsonl only (pip install 'pyagentrl[train]')")
+
+    def write(self, metrics: dict[str, Any]) -> None:
+        self.file.write(json.dumps(metrics) + "\n")
+        self.file.flush()
+        os.fsync(self.file.fileno())
+        if self.writer is not None:
+            step = int(metrics["iteration"])
+            for key, value in metrics.items():
+                if key != "iteration" and isinstance(value, (int, float)) and not isinstance(value, bool):
+                    self.writer.add_scalar(key.replace("seconds_", "seconds/"), value, step)
+            self.writer.flush()
+
+    def close(self) -> None:
+        self.file.close()
+        if self.writer is not None:
+            self.writer.close()
+
+
+class Display:
+    """A progress bar over the iterations and one summary line per iteration (rich when installed)."""
+
+    COLUMNS = (
+        ("success_rate", "success", "{:.2f}"),
+        ("mean_score", "score", "{:.3f}"),
+        ("episode_length", "length", "{:.1f}"),
+        ("invalid_action_rate", "invalid", "{:.2f}"),
+        ("clip_fraction", "clip", "{:.3f}"),
+        ("entropy", "entropy", "{:.3f}"),
+        ("grad_norm", "grad", "{:.3f}"),
+        ("seconds_iteration", "s", "{:.1f}"),
+    )
+
+    def __init__(self, total: int, start: int) -> None:
+        self.progress: Any = None
+        try:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        except ImportError:
+            return
+        self.progress = Progress(
+            TextColumn("[bold]iterations"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), transient=False
+        )
+        self.task = self.progress.add_task("train", total=total, completed=start)
+        self.progress.start()
+
+    def show(self, metrics: dict[str, Any]) -> None:
+        parts = [f"iter {metrics['iteration']:>4}"]
+        for key, label, fmt in self.COLUMNS:
+            value = metrics.get(key)
+            parts.append(f"{label} " + ("-" if value is None else fmt.format(value)))
+        line = "  ".join(parts)
+        if self.progress is None:
+            print(line, flush=True)
+            return
+        self.progress.console.print(line, soft_wrap=True)
+        self.progress.advance(self.task)
+
+    def close(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()

@@ -1,0 +1,291 @@
+"""``pyagentrl train``: the training loop, top to bottom (docs/architecture.md walks through one iteration).
+
+    seed → world → learner (DeepSpeed) → rollout engine → environments
+    per iteration: collect (this rank's task groups) → gather → [drop uniform groups] → advantages
+                   → old log-probs → PPO epochs → push weights to the engine → metrics → [checkpoint]
+
+Every random choice of iteration i comes from (seed, i): its task seeds, its sampling seed and its minibatch order.
+A resumed run therefore makes exactly the iterations the uninterrupted run would have made.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import asdict
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from pyagentrl.envs import EnvBatch, env_factory, prompt_family
+from pyagentrl.hashing import StateKeyer
+from pyagentrl.ops import AdvantageConfig, StepBatch, get_adv_estimator
+from pyagentrl.rollout import Rollout, RolloutConfig, SamplingConfig, collect, make_engine, merge_rollouts
+from pyagentrl.rollout.models import resolve_model
+from pyagentrl.training import checkpoint
+from pyagentrl.training.config import TrainConfig, load_config, save_config, to_yaml, validate
+from pyagentrl.training.distributed import World, init_world, world_size_from_env
+from pyagentrl.training.metrics import Display, MetricsLog
+
+#: Training draws task seeds below this; evaluation uses seeds from it on, so they are never trained on.
+EVAL_SEED_BASE = 2**30
+
+
+def iteration_seed(seed: int, iteration: int, stream: int, rank: int = 0) -> int:
+    """An independent 31-bit seed for each (run seed, iteration, purpose, rank)."""
+    return int(np.random.default_rng([seed, iteration, stream, rank]).integers(2**31))
+
+
+def task_seeds(config: TrainConfig, iteration: int) -> list[int]:
+    """The iteration's task seeds, one per task group, over all ranks."""
+    rng = np.random.default_rng([config.seed, iteration, 0])
+    return [int(s) for s in rng.integers(0, EVAL_SEED_BASE, size=config.env.num_groups)]
+
+
+def rollout_config(config: TrainConfig, sampling_seed: int | None) -> RolloutConfig:
+    r = config.rollout
+    return RolloutConfig(
+        prompting=r.prompting,  # type: ignore[arg-type]
+        history_length=r.history_length,
+        invalid_action_penalty=r.invalid_action_penalty,
+        sampling=SamplingConfig(r.temperature, r.top_p, r.max_new_tokens, tuple(r.stop), sampling_seed),
+        system_prompt=r.system_prompt,
+        answer_format=r.answer_format,
+        response_prefix=r.response_prefix,
+    )
+
+
+def advantage_config(config: TrainConfig, iteration: int) -> AdvantageConfig:
+    a = config.algorithm
+    return AdvantageConfig(
+        gamma=a.gamma,
+        lam=a.lam,
+        norm=a.norm,  # type: ignore[arg-type]
+        eps=a.eps,
+        unbiased=a.unbiased,
+        step_weight=a.step_weight.at(iteration),
+        episode_singleton=a.episode_singleton,  # type: ignore[arg-type]
+        norm_over=a.norm_over,  # type: ignore[arg-type]
+    )
+
+
+def engine_options(config: TrainConfig, world: World) -> dict[str, Any]:
+    options = dict(config.rollout.engine_options)
+    options.setdefault("seed", config.seed)
+    if config.rollout.engine == "vllm" and world.size > 1:
+        # Each rank's engine joins the trainer's process group (built after DeepSpeed's: the order matters).
+        options.setdefault("distributed_executor_backend", "external_launcher")
+    if config.rollout.engine == "hf":
+        options.setdefault("device", str(world.device))
+    return options
+
+
+def uniform_groups(steps: StepBatch) -> torch.Tensor:
+    """bool [num_groups]: the task groups whose episode scores are all equal (no episode-level signal)."""
+    g = steps.num_groups
+    high = torch.full((g,), -torch.inf, dtype=steps.traj_score.dtype).scatter_reduce(
+        0, steps.traj_group, steps.traj_score, "amax"
+    )
+    low = torch.full((g,), torch.inf, dtype=steps.traj_score.dtype).scatter_reduce(
+        0, steps.traj_group, steps.traj_score, "amin"
+    )
+    return high == low
+
+
+def rollout_metrics(rollout: Rollout) -> dict[str, float]:
+    s = rollout.steps
+    won = torch.zeros(s.num_trajs, dtype=torch.bool).index_put_((s.traj_ids,), rollout.won)
+    length = torch.bincount(s.traj_ids, minlength=s.num_trajs).double()
+    state_size = torch.bincount(s.state_ids, minlength=s.num_states)
+    return {
+        "episodes": s.num_trajs,
+        "rows": s.num_rows,
+        "success_rate": float(won.double().mean()),
+        "mean_score": float(s.traj_score.double().mean()),
+        "episode_length": float(length.mean()),
+        "invalid_action_rate": rollout.invalid_rate,
+        "anchor_rows_in_groups": float((state_size[s.state_ids] >= 2).double().mean()),
+        "anchor_mean_group_size": s.num_rows / s.num_states,
+        "generated_tokens": rollout.generated_tokens,
+    }
+
+
+def make_run_dir(config: TrainConfig) -> Path:
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    base = Path(config.output_dir) / f"{config.name}-{stamp}"
+    path, n = base, 1
+    while path.exists():
+        path, n = base.with_name(f"{base.name}-{n}"), n + 1
+    (path / "checkpoints").mkdir(parents=True)
+    (path / "plots").mkdir()
+    return path.resolve()
+
+
+def train(config_path: str | None, overrides: list[str], resume: str | None = None) -> Path:
+    """Runs (or resumes) a training run and returns its directory."""
+    # ---- config: checked before any work ------------------------------------------------------------------------
+    if resume is not None:
+        run_dir = Path(resume).resolve()
+        if not (run_dir / "config.yaml").is_file():
+            raise FileNotFoundError(f"--resume {resume}: no config.yaml there (is it a run directory?)")
+        config = load_config(run_dir / "config.yaml", overrides)
+    else:
+        assert config_path is not None
+        config = load_config(config_path, overrides)
+    validate(config, world_size_from_env())
+    model_path = resolve_model(config.model)
+
+    # ---- world, learner, engine (in this order: vLLM joins the process group DeepSpeed made) -------------------
+    world = init_world()
+    if config.threads is not None:
+        torch.set_num_threads(config.threads)
+    elif world.size > 1 and "OMP_NUM_THREADS" not in os.environ:  # ranks sharing a machine share its cores
+        local = int(os.environ.get("LOCAL_WORLD_SIZE", world.size))
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // local))
+    if world.is_main and resume is None:
+        run_dir = make_run_dir(config)
+    run_dir = Path(world.broadcast_object(str(run_dir) if world.is_main else None))
+    from pyagentrl.training.learner import Learner, deepspeed_config
+
+    ds_config = deepspeed_config(config.actor, world)
+    if world.is_main and resume is None:
+        import json
+
+        (run_dir / "deepspeed.json").write_text(json.dumps(ds_config, indent=2) + "\n")
+        config.actor.deepspeed = "deepspeed.json"  # the run directory keeps its own copy
+        save_config(config, run_dir / "config.yaml")
+        print(f"Run directory: {run_dir}\nResolved config:\n{to_yaml(config)}", flush=True)
+    learner = Learner(model_path, config.actor, world, ds_config)
+    engine = make_engine(config.rollout.engine, model_path, **engine_options(config, world))
+
+    start = 0
+    latest = checkpoint.latest(run_dir / "checkpoints")
+    if resume is not None and latest is not None:
+        start = checkpoint.restore(latest, learner, world).next_iteration
+        if world.is_main:
+            print(f"Resumed from {latest} at iteration {start}", flush=True)
+    engine.update_weights(learner.weights())  # the same weights whether the run is new or resumed
+
+    estimator = get_adv_estimator(config.algorithm.estimator)
+    keyer = StateKeyer(mode=config.anchors.mode, **config.anchors.options)  # type: ignore[arg-type]
+    family = prompt_family(config.env.name)
+    groups_per_rank = config.env.num_groups // world.size
+    log = MetricsLog(run_dir, start) if world.is_main else None
+    display = Display(config.iterations, start) if world.is_main else None
+    envs = EnvBatch(
+        env_factory(config.env.name, **config.env.options),
+        groups_per_rank,
+        config.env.group_size,
+        workers=config.env.workers,
+        backend=config.env.backend,
+    )
+    try:
+        for iteration in range(start, config.iterations):
+            metrics = _iteration(
+                iteration, config, world, learner, engine, envs, estimator, keyer, family, groups_per_rank
+            )
+            if log is not None and display is not None:
+                log.write(metrics)
+                display.show(metrics)
+            done = iteration + 1
+            every = config.checkpoint.every
+            if done == config.iterations or (every > 0 and done % every == 0):
+                clock = time.perf_counter()
+                saved = checkpoint.save(
+                    run_dir / "checkpoints", done, learner, engine.tokenizer, config, world, config.checkpoint.keep
+                )
+                if world.is_main:
+                    print(f"Checkpoint {saved} ({time.perf_counter() - clock:.1f} s)", flush=True)
+    finally:
+        envs.close()
+        if display is not None:
+            display.close()
+        if log is not None:
+            log.close()
+    if world.is_main:
+        from pyagentrl.training.plot import plot_run
+
+        plot = plot_run(run_dir)
+        print(
+            f"Done: {run_dir}\n  metrics     {run_dir / 'metrics.jsonl'}\n  tensorboard {run_dir / 'tensorboard'}\n"
+            f"  plot        {plot}\n  checkpoint  {checkpoint.latest(run_dir / 'checkpoints')}",
+            flush=True,
+        )
+    engine.close()
+    return run_dir
+
+
+def _iteration(
+    iteration: int,
+    config: TrainConfig,
+    world: World,
+    learner: Any,
+    engine: Any,
+    envs: EnvBatch,
+    estimator: Any,
+    keyer: StateKeyer,
+    family: str,
+    groups_per_rank: int,
+) -> dict[str, Any]:
+    started = time.perf_counter()
+    torch.manual_seed(iteration_seed(config.seed, iteration, 3, world.rank))  # e.g. LoRA dropout
+    seconds: dict[str, float] = {}
+
+    # ---- rollout: this rank's task groups, then the whole batch on every rank ----------------------------------
+    clock = time.perf_counter()
+    seeds = task_seeds(config, iteration)[world.rank * groups_per_rank : (world.rank + 1) * groups_per_rank]
+    sampling_seed = iteration_seed(config.seed, iteration, 1, world.rank)
+    mine = collect(engine, envs, family, seeds, keyer, rollout_config(config, sampling_seed))
+    rollout = merge_rollouts(world.all_gather_object(mine))
+    seconds["keys"] = rollout.seconds["keys"]
+    seconds["rollout"] = time.perf_counter() - clock - seconds["keys"]
+    metrics: dict[str, Any] = {"iteration": iteration, **rollout_metrics(rollout)}
+    generate_seconds = rollout.seconds["generate"]
+    metrics["tokens_per_second"] = rollout.generated_tokens / generate_seconds if generate_seconds > 0 else None
+
+    # ---- advantages on the gathered batch (task groups whole) ----------------------------------------------------
+    clock = time.perf_counter()
+    dropped = 0.0
+    if config.algorithm.dynamic_sampling:
+        uniform = uniform_groups(rollout.steps)
+        dropped = float(uniform.double().mean())
+        rollout = rollout.select_groups(~uniform) if not bool(uniform.all()) else rollout
+    adv_config = advantage_config(config, iteration)
+    advantages = estimator(rollout.steps, adv_config)
+    seconds["advantages"] = time.perf_counter() - clock
+    metrics.update(
+        step_weight=adv_config.step_weight,
+        dropped_group_share=dropped,
+        advantage_mean=float(advantages.mean()),
+        advantage_std=float(advantages.std()) if advantages.numel() > 1 else 0.0,
+        advantage_zero_share=float((advantages == 0).double().mean()),
+    )
+
+    # ---- old log-probs by the actor, PPO epochs, weights to the engine ------------------------------------------
+    update = None
+    if dropped < 1.0:
+        tokens = rollout.tokens(config.actor.layout)  # type: ignore[arg-type]
+        token_adv = tokens.token_advantages(advantages, rollout.steps)
+        clock = time.perf_counter()
+        old, ref = learner.score(tokens)
+        seconds["old_logprobs"] = time.perf_counter() - clock
+        clock = time.perf_counter()
+        generator = torch.Generator().manual_seed(iteration_seed(config.seed, iteration, 2))
+        update = learner.update(tokens, token_adv, old, ref, generator)
+        seconds["update"] = time.perf_counter() - clock
+        clock = time.perf_counter()
+        engine.update_weights(learner.weights())
+        seconds["weight_sync"] = time.perf_counter() - clock
+    stats = asdict(update) if update is not None else {}
+    for key in ("loss", "clip_fraction", "kl", "entropy", "policy_drift", "grad_norm", "optimizer_steps"):
+        metrics[key] = stats.get(key)
+    total = time.perf_counter() - started
+    for phase in ("rollout", "keys", "advantages", "old_logprobs", "update", "weight_sync"):
+        metrics[f"seconds_{phase}"] = seconds.get(phase, 0.0)
+    metrics["seconds_iteration"] = total
+    metrics["keys_and_advantages_share"] = (seconds["keys"] + seconds["advantages"]) / total
+    metrics["world_size"] = world.size
+    return metrics

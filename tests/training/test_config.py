@@ -1,0 +1,92 @@
+"""Bad configs stop before any work with a message that names the key; schedules follow their formulas."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from pathlib import Path
+
+import pytest
+from testkit.training import CONFIGS, TINY, cli
+
+from pyagentrl.training.config import ConfigError, ScheduleConfig, load_config, validate
+
+
+def _check(*overrides: str, world_size: int = 1) -> None:
+    validate(load_config(TINY, list(overrides)), world_size)
+
+
+def test_the_shipped_configs_are_valid():
+    for path in sorted(CONFIGS.glob("*.yaml")):
+        validate(load_config(path))
+
+
+@pytest.mark.parametrize(
+    ("overrides", "key", "world_size"),
+    [
+        (["algorithm.estimator=ppo"], "algorithm.estimator", 1),
+        (["rollout.engine=sglang"], "rollout.engine", 1),
+        (["env.name=chess"], "env.name", 1),
+        (["anchors.mode=bloom"], "anchors.mode", 1),
+        (["env.group_size=1"], "env.group_size", 1),
+        (["env.group_size=1", "algorithm.estimator=gagpo"], "env.group_size", 1),
+        (["model=/no/such/model"], "model", 1),
+        (["env.num_groups=3"], "env.num_groups", 2),
+        (["actor.minibatches=9"], "actor.minibatches", 1),
+        (["actor.micro_batch_size=0"], "actor.micro_batch_size", 1),
+        (["actor.layout=trajectory"], "actor.layout", 1),
+        (["actor.policy_loss=dpo"], "actor.policy_loss", 1),
+        (["actor.loss_agg_mode=seq-mean-token-sum-norm"], "actor.loss_agg_mode", 1),
+        (["algorithm.step_weight.schedule=exponential"], "algorithm.step_weight.schedule", 1),
+        (["algorithm.gamma=1.5"], "algorithm.gamma", 1),
+        (["anchors.mode=minhash", "anchors.options.threshold=2.0"], "anchors.options", 1),
+    ],
+)
+def test_bad_settings_name_their_key(overrides, key, world_size):
+    with pytest.raises(ConfigError, match=f"^{key}"):
+        _check(*overrides, world_size=world_size)
+
+
+def test_grpo_takes_groups_of_one():
+    _check("env.group_size=1", "algorithm.estimator=grpo")
+
+
+def test_unknown_keys_and_wrong_types_are_refused_with_their_name(tmp_path: Path):
+    with pytest.raises(ConfigError, match=r"actor\.learning_rate"):
+        load_config(TINY, ["actor.learning_rate=1e-5"])
+    with pytest.raises(ConfigError, match=r"iterations"):
+        load_config(TINY, ["iterations=many"])
+    with pytest.raises(ConfigError, match="not key=value"):
+        load_config(TINY, ["iterations"])
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("env:\n  nme: frozenlake\n")
+    with pytest.raises(ConfigError, match=r"env\.nme"):
+        load_config(bad)
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "missing.yaml")
+    with pytest.raises(ConfigError, match=r"actor\.deepspeed"):
+        load_config(TINY, ["actor.deepspeed=zero9.json"])
+
+
+def test_the_command_stops_before_any_work(tmp_path: Path):
+    out = cli("train", str(TINY), "algorithm.estimator=ppo", f"output_dir={tmp_path}", check=False)
+    assert out.returncode == 2
+    assert "algorithm.estimator: unknown estimator 'ppo'" in out.stderr
+    assert not tmp_path.exists() or not any(tmp_path.iterdir())  # no run directory was made
+
+
+@pytest.mark.parametrize("schedule", ["constant", "linear", "cosine"])
+def test_step_weight_schedules(schedule):
+    s = ScheduleConfig(schedule=schedule, start=0.8, end=0.3, iterations=10)
+    values = [s.at(i) for i in range(15)]
+    if schedule == "constant":
+        assert values == [0.8] * 15
+        return
+    assert values[0] == pytest.approx(0.8) and values[10:] == [pytest.approx(0.3)] * 5
+    assert all(a > b for a, b in itertools.pairwise(values[:11]))  # decreasing to the end
+    expected_mid = 0.55  # both schedules pass the midpoint at t = 1/2
+    assert values[5] == pytest.approx(expected_mid)
+    if schedule == "cosine":  # 0.3 + 0.5 (1 + cos(pi t)) * 0.5 at t = 0.2
+        assert values[2] == pytest.approx(0.3 + 0.25 * (1 + math.cos(math.pi * 0.2)))
+    else:
+        assert values[2] == pytest.approx(0.8 - 0.5 * 0.2)
