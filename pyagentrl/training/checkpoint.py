@@ -74,42 +74,57 @@ def save(
         actor_lib.save_pretrained(learner.model, tokenizer, tmp / "model")
         save_config(config, tmp / "config.yaml")  # its actor.deepspeed names the copy next to it
         (tmp / "deepspeed.json").write_text(json.dumps(learner.ds_config, indent=2) + "\n")
-        (tmp / "state.json").write_text(json.dumps({"next_iteration": iterations_done, "lora": lora}) + "\n")
+        state = {"next_iteration": iterations_done, "lora": lora, "world_size": world.size}
+        (tmp / "state.json").write_text(json.dumps(state) + "\n")
     world.barrier()
     if world.is_main:
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
         write_atomic(root / LATEST, final.name + "\n")
-        _prune(root, keep)
+        prune(root, final, keep)
     world.barrier()
     return final
 
 
-def _prune(root: Path, keep: int) -> None:
-    if keep <= 0:
-        return
+def prune(root: Path, current: Path, keep: int) -> None:
+    """Removes the checkpoints after ``current`` (left by a run killed before it moved ``latest``; the iterations
+    they hold are being made again) and all but the newest ``keep`` up to it (``current`` always stays)."""
     done = sorted(p for p in root.glob("iter_*") if p.is_dir())
-    for old in done[:-keep]:
-        shutil.rmtree(old, ignore_errors=True)
+    for stale in (p for p in done if p.name > current.name):
+        shutil.rmtree(stale, ignore_errors=True)
+    kept = [p for p in done if p.name <= current.name]
+    if keep > 0:
+        for old in kept[:-keep]:
+            if old != current:
+                shutil.rmtree(old, ignore_errors=True)
 
 
 def latest(root: Path) -> Path | None:
+    """The checkpoint ``latest`` names; None when no checkpoint was completed yet. A pointer to a checkpoint that
+    is gone raises: resuming from the start would silently discard the run's progress."""
     pointer = root / LATEST
     if not pointer.is_file():
         return None
     path = root / pointer.read_text().strip()
-    return path if (path / "state.json").is_file() else None
+    if not (path / "state.json").is_file():
+        raise FileNotFoundError(f"{pointer} names {path.name}, which is missing or incomplete")
+    return path
 
 
 def restore(path: Path, learner: Any, world: World) -> Restored:
     """Loads the checkpoint at ``path`` into ``learner`` and this rank's RNGs (a collective call)."""
     state = json.loads((path / "state.json").read_text())
+    saved_world = int(state.get("world_size", 1))
+    if saved_world != world.size:
+        raise ValueError(
+            f"{path} was saved by {saved_world} process(es); resume it with {saved_world} (ZeRO's optimizer states "
+            f"and each rank's sampling seeds depend on the number of processes), not {world.size}"
+        )
     loaded, _ = learner.engine.load_checkpoint(
         str(path), tag="deepspeed", load_module_strict=not state["lora"], load_lr_scheduler_states=False
     )
     if loaded is None:
         raise RuntimeError(f"DeepSpeed could not load the checkpoint in {path / 'deepspeed'}")
     rng = path / "rng" / f"rank{world.rank}.pt"
-    if rng.is_file():  # a run resumed on more ranks than it was saved with: the new ranks keep their seeding
-        set_rng_state(torch.load(rng, weights_only=False))
+    set_rng_state(torch.load(rng, weights_only=False))
     return Restored(path, int(state["next_iteration"]))

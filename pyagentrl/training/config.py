@@ -198,10 +198,11 @@ def _full_key(exc: Any) -> str:
 
 def _find_deepspeed(name: str, config_dir: Path) -> Path:
     given = Path(name).expanduser()
-    for candidate in (given, config_dir / given, config_dir.parent / DEEPSPEED_DIR / given):
+    # Next to the config first: a run directory's config.yaml names its own copy, "deepspeed.json".
+    for candidate in (config_dir / given, given, config_dir.parent / DEEPSPEED_DIR / given):
         if candidate.is_file():
             return candidate.resolve()
-    raise ConfigError(f"actor.deepspeed={name!r}: no such file (looked in . , {config_dir}, and train/deepspeed/)")
+    raise ConfigError(f"actor.deepspeed={name!r}: no such file (looked in {config_dir}, . and train/deepspeed/)")
 
 
 def to_yaml(config: TrainConfig) -> str:
@@ -328,6 +329,13 @@ def validate(config: TrainConfig, world_size: int = 1) -> None:
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"actor.{exc}") from None
     try:
-        json.loads(Path(actor.deepspeed).read_text())
+        ds = json.loads(Path(actor.deepspeed).read_text())
     except (OSError, json.JSONDecodeError) as exc:
         raise ConfigError(f"actor.deepspeed: {actor.deepspeed} is not a readable JSON file ({exc})") from None
+    stage = ds.get("zero_optimization", {}).get("stage", 0) if isinstance(ds, dict) else None
+    need(
+        stage in (0, 1, 2),
+        "actor.deepspeed",
+        f"ZeRO stage {stage} in {actor.deepspeed}: the trainer supports stages 0-2 (stage 3 partitions the "
+        "weights, which the weight sync and the hand-set accumulation boundary do not handle yet)",
+    )

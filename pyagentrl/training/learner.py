@@ -168,6 +168,7 @@ class Learner:
         num_rows = tokens.input_ids.shape[0]
         sums = dict.fromkeys(("loss", "clipped", "kl", "entropy", "drift", "tokens"), 0.0)
         grad_norms: list[float] = []
+        steps_before = self.engine.global_steps
         for _ in range(cfg.ppo_epochs):
             order = torch.randperm(num_rows, generator=generator)
             for minibatch in torch.tensor_split(order, cfg.minibatches):
@@ -203,7 +204,7 @@ class Learner:
             entropy=totals["entropy"] / tokens_seen,
             policy_drift=totals["drift"] / tokens_seen,
             grad_norm=sum(grad_norms) / max(len(grad_norms), 1),
-            optimizer_steps=len(grad_norms),
+            optimizer_steps=self.engine.global_steps - steps_before,  # as DeepSpeed counts them
         )
 
     def _micro_loss(
@@ -227,7 +228,9 @@ class Learner:
         out = self.loss_fn(logp, old, adv, mask, seg, self.loss_config)
         mode = cfg.loss_agg_mode
         units = loss_units(mask, mode, seg)
-        total = out.loss * units
+        # The loss as a sum over the mode's units, from the per-token loss and the real action segments (the
+        # "token" loss's own reduction would count every token as a segment).
+        total = reduce_token_loss(out.token_loss, mask, mode, seg) * units
         n_tokens = float(mask.sum())
         kl_mean = 0.0
         if ref_logprobs is not None:

@@ -159,12 +159,15 @@ def train(config_path: str | None, overrides: list[str], resume: str | None = No
         save_config(config, run_dir / "config.yaml")
         print(f"Run directory: {run_dir}\nResolved config:\n{to_yaml(config)}", flush=True)
     learner = Learner(model_path, config.actor, world, ds_config)
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")  # its per-update INFO lines would bury the progress display
     engine = make_engine(config.rollout.engine, model_path, **engine_options(config, world))
 
     start = 0
     latest = checkpoint.latest(run_dir / "checkpoints")
     if resume is not None and latest is not None:
         start = checkpoint.restore(latest, learner, world).next_iteration
+        if world.is_main:
+            checkpoint.prune(run_dir / "checkpoints", latest, config.checkpoint.keep)  # stale later ones go
         if world.is_main:
             print(f"Resumed from {latest} at iteration {start}", flush=True)
     engine.update_weights(learner.weights())  # the same weights whether the run is new or resumed

@@ -113,11 +113,10 @@ def test_layouts_carry_the_same_actions_and_rewards(engine):
     assert torch.equal(traj.step_rows, steps.traj_ids)
 
 
-def test_conversation_rows_match_an_hf_forward(engine):
-    # The trainer scores a whole trajectory row in one forward: its log-probs must be the engine's.
+def _assert_rows_match_an_hf_forward(rollout: Rollout) -> None:
+    """The trainer scores a whole trajectory row in one forward: its log-probs must be the engine's."""
     from transformers import AutoModelForCausalLM
 
-    rollout, _ = _run(engine, "frozenlake", "conversation", seed=4)
     traj = rollout.tokens("trajectory")
     model = AutoModelForCausalLM.from_pretrained(tiny_model_path(), dtype=torch.float32)
     with torch.no_grad():
@@ -126,6 +125,11 @@ def test_conversation_rows_match_an_hf_forward(engine):
     mask = traj.response_mask[:, 1:] != 0
     diff = (logp[mask] - traj.old_logprobs[:, 1:][mask]).abs().max()
     assert diff < 1e-4, diff
+
+
+def test_conversation_rows_match_an_hf_forward(engine):
+    rollout, _ = _run(engine, "frozenlake", "conversation", seed=4)
+    _assert_rows_match_an_hf_forward(rollout)
 
 
 def test_greedy_rollouts_are_reproducible(engine):
@@ -204,15 +208,7 @@ def test_a_response_prefix_is_prompted_and_sent_but_never_sampled(prompting):
         assert rollout.replies[r] == "<action>" + tokenizer.decode(rollout.response_ids[r], skip_special_tokens=True)
     assert [x for s in sent for x in s] == rollout.replies
     if prompting == "conversation":  # the prefix sits in the row as prompt tokens, before each sampled reply
-        traj = rollout.tokens("trajectory")
-        from transformers import AutoModelForCausalLM
-
-        model = AutoModelForCausalLM.from_pretrained(tiny_model_path(), dtype=torch.float32)
-        with torch.no_grad():
-            logits = model(input_ids=traj.input_ids, attention_mask=traj.attention_mask).logits
-        logp = torch.log_softmax(logits[:, :-1].float(), -1).gather(-1, traj.input_ids[:, 1:, None])[..., 0]
-        mask = traj.response_mask[:, 1:] != 0
-        assert (logp[mask] - traj.old_logprobs[:, 1:][mask]).abs().max() < 1e-4
+        _assert_rows_match_an_hf_forward(rollout)
 
 
 def test_merge_and_select_keep_groups_whole():

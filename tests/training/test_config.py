@@ -66,6 +66,10 @@ def test_unknown_keys_and_wrong_types_are_refused_with_their_name(tmp_path: Path
         load_config(tmp_path / "missing.yaml")
     with pytest.raises(ConfigError, match=r"actor\.deepspeed"):
         load_config(TINY, ["actor.deepspeed=zero9.json"])
+    zero3 = tmp_path / "zero3.json"
+    zero3.write_text('{"zero_optimization": {"stage": 3}}')
+    with pytest.raises(ConfigError, match=r"actor\.deepspeed: ZeRO stage 3"):
+        validate(load_config(TINY, [f"actor.deepspeed={zero3}"]))
 
 
 def test_the_command_stops_before_any_work(tmp_path: Path):

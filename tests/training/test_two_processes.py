@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 from testkit.peers import import_peer
-from testkit.training import REPO, TINY, run_dir_of
+from testkit.training import REPO, TINY, cli, run_dir_of
 
 from pyagentrl.envs import EnvBatch, env_factory
 from pyagentrl.hashing import StateKeyer
@@ -74,6 +74,8 @@ def saved_rollout(tmp_path_factory) -> Path:
             "actor.loss_agg_mode=seq-mean-token-mean",
             "actor.micro_batch_size=2",
         ],
+        # The per-token ratio's own reduction counts tokens as segments: the trainer must reduce by the real ones.
+        ["actor.bf16=false", "actor.policy_loss=token", "actor.loss_agg_mode=segment-mean", "actor.micro_batch_size=3"],
     ],
 )
 def test_two_processes_make_the_same_update_as_one(tmp_path, saved_rollout, overrides):
@@ -89,10 +91,14 @@ def test_two_processes_make_the_same_update_as_one(tmp_path, saved_rollout, over
     initial = load_file(tiny_model_path() / "model.safetensors")
     moved = max(float((a["weights"][k] - initial[k]).abs().max()) for k in initial)
     assert moved > 1e-5  # the update did something (lr 1e-4 with Adam moves weights by about lr)
+    total = far = 0
     for name, weight in a["weights"].items():
-        # Same gradients up to summation order: Adam's first step moves each weight by ~lr·sign(g), so the
-        # runs agree to a small fraction of lr.
-        torch.testing.assert_close(weight, b["weights"][name], rtol=0, atol=2e-6, msg=name)
+        # Same gradients up to summation order. Adam moves each weight by ~lr·g/(|g| + eps): where |g| is near eps
+        # (1e-8) a rounding difference in g shows, so a handful of weights may differ by up to the step itself.
+        diff = (weight - b["weights"][name]).abs()
+        assert float(diff.max()) <= 2 * 1e-4, name  # never more than the two steps of lr 1e-4 can move a weight
+        total, far = total + diff.numel(), far + int((diff > 2e-6).sum())
+    assert far <= 1e-5 * total, f"{far} of {total} weights differ by more than 2e-6"
     for key in ("loss", "clip_fraction", "entropy", "grad_norm"):
         assert getattr(a["stats"], key) == pytest.approx(getattr(b["stats"], key), rel=1e-4, abs=1e-7), key
 
@@ -109,3 +115,6 @@ def test_pyagentrl_train_on_two_processes(tmp_path, engine):
     assert row["world_size"] == 2
     assert row["episodes"] == 2 * 4  # both ranks' task groups (one each), gathered whole
     assert (run / "checkpoints" / "iter_000001" / "rng" / "rank1.pt").is_file()
+    if engine == "hf":  # a run resumes only on as many processes as made it (ZeRO states, per-rank seeds)
+        one = cli("train", "--resume", str(run), "iterations=2", check=False)
+        assert one.returncode != 0 and "was saved by 2 process(es); resume it with 2" in one.stderr
