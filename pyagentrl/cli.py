@@ -14,6 +14,13 @@ import sys
 from collections.abc import Sequence
 
 
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="pyagentrl", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -28,7 +35,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     train.add_argument("--resume", metavar="RUN_DIR", help="continue this run from its latest checkpoint")
     evaluate = commands.add_parser("eval", help="score a checkpoint on held-out tasks")
     evaluate.add_argument("checkpoint", help="a checkpoint directory: <run>/checkpoints/iter_NNNNNN")
-    evaluate.add_argument("--tasks", type=int, default=32, help="held-out tasks, one episode each (default 32)")
+    evaluate.add_argument(
+        "--tasks", type=_positive_int, default=32, help="held-out tasks, one episode each (default 32)"
+    )
     evaluate.add_argument("--engine", choices=("vllm", "hf"), help="the rollout engine (default: the run's)")
     evaluate.add_argument("--temperature", type=float, help="sampling temperature (default: the run's; 0: greedy)")
     plot = commands.add_parser("plot", help="draw a run's curves as a PNG")
@@ -42,6 +51,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         return
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    from pyagentrl.training.checkpoint import ResumeError
     from pyagentrl.training.config import ConfigError
 
     try:
@@ -65,7 +75,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             from pyagentrl.training.plot import plot_run
 
             print(plot_run(args.run_dir))
-    except (ConfigError, FileNotFoundError) as exc:
+    except (ConfigError, ResumeError, FileNotFoundError) as exc:
         print(f"pyagentrl {args.command}: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
 

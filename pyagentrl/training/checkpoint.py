@@ -14,7 +14,6 @@ import json
 import os
 import random
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +27,8 @@ from pyagentrl.training.distributed import World
 LATEST = "latest"
 
 
-@dataclass(frozen=True)
-class Restored:
-    path: Path
-    next_iteration: int
+class ResumeError(ValueError):
+    """A run that cannot be resumed as asked (the message says why)."""
 
 
 def checkpoint_name(iterations_done: int) -> str:
@@ -111,15 +108,21 @@ def latest(root: Path) -> Path | None:
     return path
 
 
-def restore(path: Path, learner: Any, world: World) -> Restored:
-    """Loads the checkpoint at ``path`` into ``learner`` and this rank's RNGs (a collective call)."""
-    state = json.loads((path / "state.json").read_text())
+def read_state(path: Path, world_size: int) -> dict[str, Any]:
+    """The checkpoint's ``state.json``, checked against the world that is to resume it (before any start-up)."""
+    state: dict[str, Any] = json.loads((path / "state.json").read_text())
     saved_world = int(state.get("world_size", 1))
-    if saved_world != world.size:
-        raise ValueError(
+    if saved_world != world_size:
+        raise ResumeError(
             f"{path} was saved by {saved_world} process(es); resume it with {saved_world} (ZeRO's optimizer states "
-            f"and each rank's sampling seeds depend on the number of processes), not {world.size}"
+            f"and each rank's sampling seeds depend on the number of processes), not {world_size}"
         )
+    return state
+
+
+def restore(path: Path, state: dict[str, Any], learner: Any, world: World) -> int:
+    """Loads the checkpoint at ``path`` (``state`` from :func:`read_state`) into ``learner`` and this rank's RNGs
+    (a collective call); returns the next iteration."""
     loaded, _ = learner.engine.load_checkpoint(
         str(path), tag="deepspeed", load_module_strict=not state["lora"], load_lr_scheduler_states=False
     )
@@ -127,4 +130,4 @@ def restore(path: Path, learner: Any, world: World) -> Restored:
         raise RuntimeError(f"DeepSpeed could not load the checkpoint in {path / 'deepspeed'}")
     rng = path / "rng" / f"rank{world.rank}.pt"
     set_rng_state(torch.load(rng, weights_only=False))
-    return Restored(path, int(state["next_iteration"]))
+    return int(state["next_iteration"])

@@ -121,7 +121,8 @@ class ActorConfig:
     lora: LoraConfig = field(default_factory=LoraConfig)
     deepspeed: str = "zero2.json"  # a file of train/deepspeed/ or a path
     # bf16 compute: on GPUs DeepSpeed's bf16 mode, on CPUs torch.autocast (fp32 weights and optimizer, bf16
-    # matmuls: about 2x faster on CPUs with AMX or AVX512-BF16). auto: where the hardware has it.
+    # matmuls: the main job's iteration 1.6x faster on a CPU with AMX, benchmarks/RESULTS.md). auto: where the
+    # hardware has it.
     bf16: str = "auto"
     gradient_checkpointing: bool = False
 

@@ -38,7 +38,7 @@ class UpdateStats:
 
 
 def cpu_has_bf16() -> bool:
-    """Whether this CPU multiplies bf16 natively (AMX or AVX512-BF16): there autocast to bf16 is about 2x faster."""
+    """Whether this CPU multiplies bf16 natively (AMX or AVX512-BF16), where autocast to bf16 pays off."""
     try:
         flags = Path("/proc/cpuinfo").read_text()
     except OSError:

@@ -10,6 +10,7 @@ A resumed run therefore makes exactly the iterations the uninterrupted run would
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from dataclasses import asdict
@@ -137,6 +138,8 @@ def train(config_path: str | None, overrides: list[str], resume: str | None = No
         config = load_config(config_path, overrides)
     validate(config, world_size_from_env())
     model_path = resolve_model(config.model)
+    latest = checkpoint.latest(run_dir / "checkpoints") if resume is not None else None
+    state = checkpoint.read_state(latest, world_size_from_env()) if latest is not None else None
 
     # ---- world, learner, engine (in this order: vLLM joins the process group DeepSpeed made) -------------------
     world = init_world()
@@ -152,8 +155,6 @@ def train(config_path: str | None, overrides: list[str], resume: str | None = No
 
     ds_config = deepspeed_config(config.actor, world)
     if world.is_main and resume is None:
-        import json
-
         (run_dir / "deepspeed.json").write_text(json.dumps(ds_config, indent=2) + "\n")
         config.actor.deepspeed = "deepspeed.json"  # the run directory keeps its own copy
         save_config(config, run_dir / "config.yaml")
@@ -163,12 +164,10 @@ def train(config_path: str | None, overrides: list[str], resume: str | None = No
     engine = make_engine(config.rollout.engine, model_path, **engine_options(config, world))
 
     start = 0
-    latest = checkpoint.latest(run_dir / "checkpoints")
-    if resume is not None and latest is not None:
-        start = checkpoint.restore(latest, learner, world).next_iteration
+    if latest is not None and state is not None:
+        start = checkpoint.restore(latest, state, learner, world)
         if world.is_main:
             checkpoint.prune(run_dir / "checkpoints", latest, config.checkpoint.keep)  # stale later ones go
-        if world.is_main:
             print(f"Resumed from {latest} at iteration {start}", flush=True)
     engine.update_weights(learner.weights())  # the same weights whether the run is new or resumed
 

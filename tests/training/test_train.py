@@ -121,6 +121,8 @@ def test_eval_reports_a_wilson_interval(tmp_path):
     assert "95 % CI" in out.stdout
     missing = cli("eval", str(run), check=False)
     assert missing.returncode == 2 and "is not a checkpoint directory" in missing.stderr
+    none = cli("eval", str(ckpt), "--tasks", "0", check=False)
+    assert none.returncode == 2 and "--tasks: must be >= 1, got 0" in none.stderr
 
 
 def test_wilson_interval_known_values():
