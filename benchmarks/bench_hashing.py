@@ -130,12 +130,20 @@ def rollout(rng: random.Random, places: list[str], layout: dict[str, list[str]],
     return obs
 
 
-def alfworld_batch(tasks: int = 512, rollouts: int = 8, steps: int = 50, seed: int = 0) -> tuple[list[str], np.ndarray]:
+Layout = tuple[list[str], dict[str, list[str]], str]
+
+
+def alfworld_batch(
+    tasks: int = 512, rollouts: int = 8, steps: int = 50, seed: int = 0, layouts: list[Layout] | None = None
+) -> tuple[list[str], np.ndarray]:
+    """The batch; each task's layout is appended to ``layouts`` when given (to play the same tasks again)."""
     rng = random.Random(seed)
     texts: list[str] = []
     groups: list[int] = []
     for t in range(tasks):
         places, layout, task = task_layout(rng)
+        if layouts is not None:
+            layouts.append((places, layout, task))
         for _ in range(rollouts):
             texts.extend(rollout(rng, places, layout, task, steps))
             groups.extend([t] * steps)

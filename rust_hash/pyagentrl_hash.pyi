@@ -84,6 +84,9 @@ def group_simhash(
 ) -> npt.NDArray[np.int64]:
     """Dense ids of SimHash components: fingerprints within Hamming distance ``k`` (0..63), chained."""
 
+def group_edges(group_ids: npt.NDArray[np.int64], edges: npt.NDArray[np.uint32]) -> npt.NDArray[np.int64]:
+    """Dense ids of the connected components of ``[m, 2]`` row pairs, each pair within one task group."""
+
 def distinct_texts(
     texts: Sequence[str], group_ids: npt.NDArray[np.int64], num_threads: int = 0
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:

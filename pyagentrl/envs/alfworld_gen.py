@@ -21,7 +21,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from pyagentrl.envs.cache import atomic_write, config_dir, generate_once, private_file
+from pyagentrl.cache import atomic_write, config_dir, generate_once, private_file
 from pyagentrl.envs.textworld_env import TEXTWORLD_LOCK
 
 TASK_TYPES = (

@@ -28,8 +28,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from pyagentrl.cache import config_dir, generate_once
 from pyagentrl.envs.base import StepResult, Task, TextEnv
-from pyagentrl.envs.cache import config_dir, generate_once
 from pyagentrl.envs.parsing import ActionParser
 
 _STATUS = re.compile(r"\n?>[^\n]*$")  # the prompt line: "> ... -= Room =-0/3"

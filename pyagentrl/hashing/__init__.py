@@ -3,7 +3,8 @@
 Exact keys (:func:`keys`, :func:`text_keys`), MinHash equal to datasketch 2.0
 (:func:`minhash_from_tokens`, :func:`minhash_texts`), SimHash equal to the ``simhash`` package
 (:func:`simhash`, in module ``fingerprints``), grouping into dense anchor ids (:func:`group_exact`,
-:func:`group_minhash`, :func:`group_simhash`) and the one entry point the ops take: :class:`StateKeyer`.
+:func:`group_minhash`, :func:`group_simhash`, :func:`group_embeddings`), sentence embeddings of observations
+(module ``embeddings``, an optional extra) and the one entry point the ops take: :class:`StateKeyer`.
 """
 
 from .canonical import (
@@ -16,7 +17,7 @@ from .canonical import (
     strip_echo,
 )
 from .fingerprints import hamming, simhash, simhash_weighted
-from .grouping import AnchorIds, group_exact, group_minhash, group_simhash
+from .grouping import AnchorIds, group_embeddings, group_exact, group_minhash, group_simhash
 from .keyer import StateKeyer
 from .keys import array_keys, bytes_keys, keys, text_keys
 from .minhash import jaccard, lsh_params, minhash_from_tokens, minhash_texts, permutations, shingles
@@ -30,6 +31,7 @@ __all__ = [
     "bytes_keys",
     "collapse_whitespace",
     "compose",
+    "group_embeddings",
     "group_exact",
     "group_minhash",
     "group_simhash",

@@ -6,7 +6,10 @@ Rows get the same id when they are in the same task group and share a state:
 - minhash: connected by a chain of pairs that share an LSH band (datasketch's banding for the
   threshold) and have an estimated Jaccard of at least ``threshold``;
 - simhash: connected by a chain of pairs within Hamming distance ``k`` (found exhaustively with
-  a k + 1 block pigeonhole index).
+  a k + 1 block pigeonhole index);
+- embedding: connected by a chain of pairs whose embeddings have cosine similarity of at least
+  ``threshold`` (all pairs of a task group tested, in blocks of a similarity matrix; the Rust core
+  joins the pairs found).
 
 Near-duplicate groups are connected components, not clusters around representatives: components
 depend only on which rows are present, never on their order, so the same batch always yields
@@ -20,12 +23,17 @@ per row rather than all its pairs; a large SimHash bucket is split again on its 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import numpy.typing as npt
 
 from ._args import array, banding, group_id_array, hamming_k, threads, unit_threshold
 from ._native import native
 from .minhash import lsh_params_unchecked
+
+if TYPE_CHECKING:  # torch is imported where embeddings are grouped: the other modes do without it
+    import torch
 
 AnchorIds = npt.NDArray[np.int64]
 
@@ -83,3 +91,82 @@ def group_simhash(
     k = hamming_k(k)
     groups = group_id_array(group_ids, len(fps))
     return native.group_simhash(groups, np.ascontiguousarray(fps).view(np.uint64), k, threads(num_threads))
+
+
+# float32 dot products of unit vectors carry rounding of a few 1e-7: pairs within this of the threshold join, so
+# that at threshold 1.0 embeddings equal up to rounding (texts the tokenizer maps to the same tokens) share a state.
+SIMILARITY_TOLERANCE = 1e-6
+# Rows of a task group's similarity matrix computed at once: bounds the memory of a large task group.
+_BLOCK_ROWS = 2048
+
+
+def group_embeddings(
+    embeddings: npt.ArrayLike | torch.Tensor,
+    group_ids: npt.ArrayLike,
+    threshold: float = 0.95,
+    *,
+    device: str | torch.device | None = None,
+) -> AnchorIds:
+    """Anchor ids of the components of rows whose embeddings (``[n, d]``, any norm) have cosine similarity
+    ``>= threshold`` (in (0, 1]) within a task group, computed on ``device`` (default: the tensor's, or the CPU)."""
+    import torch
+
+    threshold = unit_threshold(threshold)
+    if isinstance(embeddings, torch.Tensor):
+        emb = embeddings.detach()
+    else:
+        host = array(embeddings, "embeddings")
+        if host.dtype.kind == "f":  # native byte order, contiguous: what torch.from_numpy takes
+            host = np.ascontiguousarray(host, dtype=host.dtype.newbyteorder("="))
+        emb = torch.from_numpy(host) if host.dtype.kind == "f" and host.dtype.itemsize >= 2 else torch.as_tensor(host)
+    if emb.ndim != 2 or not emb.is_floating_point() or emb.shape[1] == 0:
+        raise TypeError(
+            f"embeddings must be a 2-D float array with at least one column, got {emb.dtype} {tuple(emb.shape)}"
+        )
+    groups = group_id_array(group_ids, len(emb))
+    emb = emb.to(device=device if device is not None else emb.device, dtype=torch.float32)
+    if not bool(torch.isfinite(emb).all()):
+        raise ValueError(f"embeddings must be finite: row {int((~torch.isfinite(emb)).any(1).nonzero()[0])} is not")
+    norms = emb.norm(dim=1)
+    if bool((norms == 0).any()):
+        raise ValueError(
+            f"embeddings[{int((norms == 0).nonzero()[0])}] is all zeros: its cosine similarity is undefined"
+        )
+    unit = emb / norms[:, None]
+    host = unit.cpu().numpy()
+    order_keys = native.bytes_keys([row.tobytes() for row in host], 128, 0, 0).view(np.uint64)
+    return similar_components(unit, np.arange(len(groups)), groups, order_keys, threshold)
+
+
+def similar_components(
+    table: torch.Tensor,
+    index: npt.NDArray[np.int64],
+    groups: npt.NDArray[np.int64],
+    order_keys: npt.NDArray[np.uint64],
+    threshold: float,
+) -> AnchorIds:
+    """Unchecked core of :func:`group_embeddings`: row i's unit embedding is ``table[index[i]]``; ``order_keys``
+    (``[n, 2]`` words, equal only for equal rows) fix the order in which each task group's rows are compared, so
+    the similarity of a pair is computed the same way (bitwise) whatever the row order of the batch, and the
+    partition with it."""
+    import torch
+
+    n = len(groups)
+    order = np.lexsort((order_keys[:, 0], order_keys[:, 1], groups)) if n else np.empty(0, dtype=np.int64)
+    sorted_groups = groups[order]
+    starts = np.flatnonzero(np.diff(sorted_groups, prepend=sorted_groups[:1] - 1)) if n else np.empty(0, np.int64)
+    bounds = np.append(starts, n)
+    ordered = table[torch.from_numpy(index[order]).to(table.device)]  # one gather, in comparison order
+    cut = threshold - SIMILARITY_TOLERANCE
+    found: list[torch.Tensor] = []
+    for start, end in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+        members = ordered[start:end]
+        for top in range(0, end - start - 1, _BLOCK_ROWS):
+            # Rows top.. against columns top..: local row r meets column r on the diagonal, so triu(1) keeps j > i.
+            sims = members[top : top + _BLOCK_ROWS] @ members[top:].T
+            pairs = torch.triu(sims >= cut, diagonal=1).nonzero()
+            if len(pairs):
+                found.append(pairs + (start + top))
+    edges = torch.cat(found).cpu().numpy() if found else np.empty((0, 2), dtype=np.int64)
+    rows = order[edges].astype(np.uint32)  # back to batch rows
+    return native.group_edges(groups, np.ascontiguousarray(rows.reshape(-1, 2)))

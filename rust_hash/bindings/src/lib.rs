@@ -325,6 +325,22 @@ fn group_simhash<'py>(
         .into_pyarray(py))
 }
 
+/// Dense ids of the connected components of `edges` (an `[m, 2]` array of row pairs, each within one
+/// task group).
+#[pyfunction]
+fn group_edges<'py>(
+    py: Python<'py>,
+    group_ids: PyReadonlyArray1<'py, i64>,
+    edges: PyReadonlyArray2<'py, u32>,
+) -> PyResult<Ids<'py>> {
+    let groups = group_ids.as_slice()?;
+    let flat = edges.as_slice()?;
+    let pairs: Vec<[u32; 2]> = flat.chunks_exact(2).map(|p| [p[0], p[1]]).collect();
+    Ok(py
+        .detach(|| group::by_edges(groups, &pairs))
+        .into_pyarray(py))
+}
+
 /// Dense ids, one per row.
 type Ids<'py> = Bound<'py, PyArray1<i64>>;
 
@@ -374,6 +390,7 @@ fn pyagentrl_hash(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(group_exact, m)?)?;
     m.add_function(wrap_pyfunction!(group_minhash, m)?)?;
     m.add_function(wrap_pyfunction!(group_simhash, m)?)?;
+    m.add_function(wrap_pyfunction!(group_edges, m)?)?;
     m.add_function(wrap_pyfunction!(distinct_texts, m)?)?;
     m.add_function(wrap_pyfunction!(lsh_params, m)?)?;
     Ok(())

@@ -118,6 +118,27 @@ pub fn by_fingerprints(group_ids: &[i64], fingerprints: &[u64], k: u32, pool: &P
     pool.install(|| assign(group_ids, &SimHashBlocks { fingerprints, k }))
 }
 
+/// Anchor ids of the connected components of `edges` (pairs of rows found similar by the caller,
+/// e.g. embeddings with cosine similarity above a threshold), numbered by first appearance in row
+/// order. A row in no edge is its own state. Components are a function of the edge set, so the
+/// ids do not depend on the order of the edges or of the two rows of an edge.
+///
+/// # Panics
+/// Unless every edge joins two rows (`< group_ids.len()`) of one task group.
+pub fn by_edges(group_ids: &[i64], edges: &[[u32; 2]]) -> Vec<i64> {
+    let mut uf = UnionFind::new(group_ids.len());
+    for &[a, b] in edges {
+        let (ga, gb) = (group_ids[a as usize], group_ids[b as usize]);
+        assert_eq!(ga, gb, "edge ({a}, {b}) joins task groups {ga} and {gb}");
+        uf.union(a, b);
+    }
+    let rows: Vec<u32> = (0..group_ids.len() as u32).collect();
+    label_components(&mut uf, &rows)
+        .into_iter()
+        .map(i64::from)
+        .collect()
+}
+
 /// Two numberings of the rows of a batch by 128-bit key (`keys`, two words per row): the first
 /// numbers distinct (task group, key) pairs, the second distinct keys, both by first appearance.
 /// Equal texts always share a state, so near-duplicate grouping sketches each distinct key once
@@ -421,6 +442,25 @@ mod tests {
     fn exact_is_dense_and_respects_task_groups() {
         assert_eq!(exact(&[0, 0, 1, 1, 0], &[7, 8, 7, 7, 7]), [0, 1, 2, 2, 0]);
         assert_eq!(exact(&[], &[]), Vec::<i64>::new());
+    }
+
+    #[test]
+    fn edges_give_components_numbered_by_first_appearance() {
+        // 4 ~ 1 and 1 ~ 3 chain; 0 and 2 are alone; the edge order and direction do not matter.
+        let groups = [7, 7, 9, 7, 7];
+        assert_eq!(by_edges(&groups, &[[4, 1], [1, 3]]), [0, 1, 2, 1, 1]);
+        assert_eq!(
+            by_edges(&groups, &[[3, 1], [1, 4], [4, 3]]),
+            [0, 1, 2, 1, 1]
+        );
+        assert_eq!(by_edges(&groups, &[]), [0, 1, 2, 3, 4]);
+        assert_eq!(by_edges(&[], &[]), Vec::<i64>::new());
+    }
+
+    #[test]
+    #[should_panic(expected = "joins task groups")]
+    fn edges_across_task_groups_are_refused() {
+        by_edges(&[0, 1], &[[0, 1]]);
     }
 
     #[test]

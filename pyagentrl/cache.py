@@ -1,4 +1,4 @@
-"""Where generated games are kept: outside the repository, shared by every process of a run."""
+"""Where generated games and models are kept: outside the repository, shared by every process of a run."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import secrets
+import shutil
 import tempfile
 import threading
 from collections.abc import Callable
@@ -78,3 +79,38 @@ def atomic_write(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def models_dir() -> Path:
+    """``<cache>/models``: ``$PYAGENTRL_CACHE`` or ``~/.cache/pyagentrl``, never the repository."""
+    return cache_root() / "models"
+
+
+def build_dir_once(path: Path, build: Callable[[Path], None]) -> Path:
+    """`path`, after ``build(tmp)`` has filled a fresh temporary directory that is then renamed to `path`, unless
+    `path` already exists.
+
+    The threads of this process wait for one another (`generate_once`), processes for a file lock next to `path`;
+    temporary directories left by a killed builder are removed by the next lock holder (only the holder makes one).
+    """
+
+    def locked_build(path: Path) -> None:
+        from filelock import FileLock  # a dependency of torch and of huggingface_hub
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(path.parent / f".{path.name}.lock")):
+            if path.exists():  # another process built it while we waited
+                return
+            for stale in path.parent.glob(f".{path.name}-tmp-*"):
+                shutil.rmtree(stale, ignore_errors=True)
+            # Not mkdtemp: its 0o700 would make the cache private; mkdir's 0o777 is reduced by the umask.
+            tmp = path.parent / f".{path.name}-tmp-{secrets.token_hex(8)}"
+            tmp.mkdir(0o777)
+            try:
+                build(tmp)
+                os.rename(tmp, path)
+            except BaseException:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise
+
+    return generate_once(path, locked_build)
