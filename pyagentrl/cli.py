@@ -4,6 +4,7 @@ pyagentrl train CONFIG [key=value ...]       train from a YAML config (train/con
 pyagentrl train --resume RUN_DIR [key=value ...]
 pyagentrl eval CHECKPOINT [--tasks N]        success rate on held-out tasks, with a 95 % interval
 pyagentrl plot RUN_DIR                       the run's curves as a PNG
+pyagentrl study SPEC [--report-only]         every arm x seed x family of a study, resumable, then its report
 pyagentrl demo                               the ops on a synthetic batch, then real FrozenLake rollouts
 """
 
@@ -42,6 +43,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     evaluate.add_argument("--temperature", type=float, help="sampling temperature (default: the run's; 0: greedy)")
     plot = commands.add_parser("plot", help="draw a run's curves as a PNG")
     plot.add_argument("run_dir")
+    study = commands.add_parser("study", help="train and evaluate every arm of a study spec (resumable), then report")
+    study.add_argument("spec", help="a study spec, e.g. train/studies/frozenlake.yaml")
+    study.add_argument("--output", help="where the runs go (default runs/study-<name>)")
+    study.add_argument("--report", help="where the report goes (default docs/study/<name>)")
+    study.add_argument("--report-only", action="store_true", help="rebuild the report from finished runs only")
     args, rest = parser.parse_known_args(argv)
 
     if args.command == "demo":
@@ -75,6 +81,15 @@ def main(argv: Sequence[str] | None = None) -> None:
             from pyagentrl.training.plot import plot_run
 
             print(plot_run(args.run_dir))
+        elif args.command == "study":
+            from pyagentrl.training.study import RunFailed, load_spec, run_study, write_report
+
+            spec = load_spec(args.spec, args.output, args.report)
+            try:
+                print(write_report(spec) if args.report_only else run_study(spec))
+            except RunFailed as exc:
+                print(f"pyagentrl study: {exc}", file=sys.stderr)
+                raise SystemExit(1) from None
     except (ConfigError, ResumeError, FileNotFoundError) as exc:
         print(f"pyagentrl {args.command}: {exc}", file=sys.stderr)
         raise SystemExit(2) from None

