@@ -14,7 +14,7 @@ PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.stamps
 TORCH_VERSION ?= 2.13.0
 
-.PHONY: setup train demo test lint bench clean
+.PHONY: setup train demo test lint bench cuda-check clean
 setup: $(STAMP)/ops $(STAMP)/hashing $(STAMP)/envs
 
 $(STAMP)/venv:
@@ -56,6 +56,18 @@ $(STAMP)/envs: $(STAMP)/deps requirements/envs.txt scripts/setup_envs.sh
 	bash scripts/setup_envs.sh $(PY)
 	touch $@
 
+# The CUDA kernels, compile-checked with nvcc from PyPI (requirements/cuda-check.txt): a machine without a GPU cannot
+# link or run them, but a kernel that does not compile fails `make test`. Rerun only when a kernel source changes.
+$(STAMP)/nvcc: $(STAMP)/torch requirements/cuda-check.txt
+	$(PIP) install -q -r requirements/cuda-check.txt
+	touch $@
+
+$(STAMP)/cuda-check: $(STAMP)/nvcc scripts/cuda_check.sh $(wildcard csrc/cuda/*) csrc/formulas.h
+	bash scripts/cuda_check.sh $(PY) $(VENV)/build/cuda-check
+	touch $@
+
+cuda-check: $(STAMP)/cuda-check
+
 # Console scripts, not `python -m`: `-m` puts the working directory first on sys.path, and from the repository root
 # that is the source tree, which has no compiled extension.
 # The main job: GiGPO on FrozenLake with the embedded model and the vLLM engine (train/configs/default.yaml).
@@ -65,7 +77,7 @@ train: setup
 demo: setup
 	$(VENV)/bin/pyagentrl demo
 
-test: setup
+test: setup $(STAMP)/cuda-check
 	cargo test -q --manifest-path rust_hash/Cargo.toml -p pyagentrl_hash_core
 	$(VENV)/bin/pytest -q tests
 

@@ -2,6 +2,7 @@
 // Statistics accumulate in double with a compensated (Neumaier) sum and a two-pass variance; a group
 // whose values are all equal gets its mean equal to that value and std exactly 0, so its members
 // normalise to exactly 0 (the float32 reference gives +-0.3..0.5 there, see docs/algorithms.md (S4), (D5)).
+// The formulas are csrc/formulas.h's, shared with the CUDA kernels.
 #include <torch/library.h>
 
 #include <cmath>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "checks.h"
+#include "formulas.h"
 
 namespace pyagentrl {
 namespace {
@@ -19,49 +21,26 @@ struct GroupMoments {
   std::vector<double> std;
 };
 
-// Pass-one state of one group, kept together so that a row touches one cache line.
-struct GroupSums {
-  double sum = 0.0;
-  double comp = 0.0;  // Neumaier compensation: the low-order bits lost by each addition
-  double lo = std::numeric_limits<double>::infinity();
-  double hi = -std::numeric_limits<double>::infinity();
-};
-
 template <typename scalar_t>
 GroupMoments group_moments(const scalar_t* x, const int64_t* ids, int64_t n, int64_t num_groups, bool unbiased) {
+  std::vector<formulas::Moments> moments(num_groups);
+  for (int64_t i = 0; i < n; ++i) {
+    formulas::add_value(moments[checked_id(ids, i, num_groups, "group_ids")], static_cast<double>(x[i]));
+  }
   GroupMoments m;
-  m.count.assign(num_groups, 0);
-  m.mean.assign(num_groups, 0.0);
+  m.count.resize(num_groups);
+  m.mean.resize(num_groups);
   m.std.assign(num_groups, 0.0);
-  std::vector<uint8_t> all_equal(num_groups, 0);
-  {
-    std::vector<GroupSums> sums(num_groups);
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t g = checked_id(ids, i, num_groups, "group_ids");
-      const double v = static_cast<double>(x[i]);
-      GroupSums& s = sums[g];
-      const double t = s.sum + v;
-      s.comp += std::abs(s.sum) >= std::abs(v) ? (s.sum - t) + v : (v - t) + s.sum;
-      s.sum = t;
-      s.lo = std::min(s.lo, v);
-      s.hi = std::max(s.hi, v);
-      m.count[g] += 1;
-    }
-    for (int64_t g = 0; g < num_groups; ++g) {
-      if (m.count[g] == 0) continue;
-      all_equal[g] = sums[g].lo == sums[g].hi;
-      m.mean[g] = all_equal[g] ? sums[g].lo : (sums[g].sum + sums[g].comp) / static_cast<double>(m.count[g]);
-    }
+  for (int64_t g = 0; g < num_groups; ++g) {
+    m.count[g] = moments[g].count;
+    m.mean[g] = formulas::group_mean(moments[g]);
   }
   // Two-pass variance around the final mean; the squared deviations accumulate in m.std.
   for (int64_t i = 0; i < n; ++i) {
     const double d = static_cast<double>(x[i]) - m.mean[ids[i]];
     m.std[ids[i]] += d * d;
   }
-  for (int64_t g = 0; g < num_groups; ++g) {
-    const int64_t dof = m.count[g] - (unbiased ? 1 : 0);
-    m.std[g] = (m.count[g] < 2 || all_equal[g]) ? 0.0 : std::sqrt(m.std[g] / static_cast<double>(dof));
-  }
+  for (int64_t g = 0; g < num_groups; ++g) m.std[g] = formulas::group_std(m.std[g], moments[g], unbiased);
   return m;
 }
 
@@ -104,30 +83,16 @@ at::Tensor group_normalize_cpu(const at::Tensor& values, const at::Tensor& group
     const scalar_t* xp = x.data_ptr<scalar_t>();
     const int64_t* gp = ids.data_ptr<int64_t>();
     GroupMoments m = group_moments(xp, gp, x.numel(), num_groups, unbiased);
-    if (singleton_raw) {  // verl's rule: a lone member is compared with mean 0, std 1
-      for (int64_t g = 0; g < num_groups; ++g) {
-        if (m.count[g] == 1) {
-          m.mean[g] = 0.0;
-          m.std[g] = 1.0;
-        }
-      }
+    if (singleton_raw) {
+      for (int64_t g = 0; g < num_groups; ++g) formulas::singleton_as_raw(m.count[g], m.mean[g], m.std[g]);
     }
     scalar_t* op = out.data_ptr<scalar_t>();
     for (int64_t i = 0; i < x.numel(); ++i) {
       const int64_t g = gp[i];
-      const double centred = static_cast<double>(xp[i]) - m.mean[g];
-      // centred == 0 covers all-equal groups exactly, also at eps = 0 (no 0/0).
-      op[i] = static_cast<scalar_t>(scale && centred != 0.0 ? centred / (m.std[g] + eps) : centred);
+      op[i] = static_cast<scalar_t>(formulas::normalized(static_cast<double>(xp[i]), m.mean[g], m.std[g], scale, eps));
     }
   });
   return out;
-}
-
-inline uint64_t mix_pair(int64_t a, int64_t b) {
-  uint64_t z = static_cast<uint64_t>(a) * 0x9E3779B97F4A7C15ULL ^ static_cast<uint64_t>(b);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;  // splitmix64 finaliser
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
 }
 
 // Open addressing with linear probing. A slot holds only the row where its pair first appeared: the
@@ -139,8 +104,7 @@ std::tuple<at::Tensor, at::Tensor> factorize_pairs_cpu(const at::Tensor& a, cons
   const at::Tensor ac = a.contiguous();
   const at::Tensor bc = b.contiguous();
   const int64_t n = ac.numel();
-  uint64_t capacity = 16;
-  while (capacity < 2 * static_cast<uint64_t>(n)) capacity <<= 1;
+  const uint64_t capacity = formulas::pair_table_capacity(n);
   const uint64_t mask = capacity - 1;
   constexpr int64_t kEmpty = -1;
   std::vector<int64_t> first_row(capacity, kEmpty);
@@ -150,7 +114,7 @@ std::tuple<at::Tensor, at::Tensor> factorize_pairs_cpu(const at::Tensor& a, cons
   int64_t* op = out.data_ptr<int64_t>();
   int64_t next = 0;
   for (int64_t i = 0; i < n; ++i) {
-    uint64_t h = mix_pair(ap[i], bp[i]) & mask;
+    uint64_t h = formulas::mix_pair(ap[i], bp[i]) & mask;
     int64_t r;
     while ((r = first_row[h]) != kEmpty && (ap[r] != ap[i] || bp[r] != bp[i])) h = (h + 1) & mask;
     if (r == kEmpty) {

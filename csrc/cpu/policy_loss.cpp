@@ -3,8 +3,8 @@
 //   s = exp(sum_j m_j (logp_j - old_j) / max(sum_j m_j, 1)),
 // and the surrogate ratio of token j has value s and gradient s * d(logp_j), so the token's loss
 //   l_j = max(-A_j s, -A_j clip(s, 1 - clip_low, 1 + clip_high))
-// has d l_j / d logp_j = -A_j s where the unclipped term is the max, else 0. Rows are independent, so
-// they run in parallel.
+// has d l_j / d logp_j = -A_j s where the unclipped term is the max, else 0 (csrc/formulas.h). Rows are
+// independent, so they run in parallel.
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
@@ -14,12 +14,10 @@
 #include <vector>
 
 #include "checks.h"
+#include "formulas.h"
 
 namespace pyagentrl {
 namespace {
-
-// exp() of a segment's mean log-ratio is clamped like verl's, against overflow on stale samples.
-constexpr double kMaxLogRatio = 20.0;
 
 void check_token_tensor(const at::Tensor& t, const char* name, const at::Tensor& like) {
   TORCH_CHECK_VALUE(t.device().is_cpu(), name, " must be a CPU tensor, got ", t.device());
@@ -84,14 +82,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> per_action_clipped_loss_cpu(
             continue;
           }
           const int64_t s = segp ? segp[k] : 0;
-          const double log_ratio = std::clamp(log_sum[s] / std::max(weight[s], 1.0), -kMaxLogRatio, kMaxLogRatio);
-          const double r = std::exp(log_ratio);
-          const double a = static_cast<double>(advp[k]);
-          const double unclipped = -a * r;
-          const double clipped = -a * std::clamp(r, 1.0 - clip_low, 1.0 + clip_high);
-          lossp[k] = static_cast<scalar_t>(std::max(unclipped, clipped));
+          const double r = formulas::action_ratio(log_sum[s], weight[s]);
+          const formulas::TokenLoss t = formulas::clipped_token(static_cast<double>(advp[k]), r, clip_low, clip_high);
+          lossp[k] = static_cast<scalar_t>(t.loss);
           ratiop[k] = static_cast<scalar_t>(r);
-          dp[k] = static_cast<scalar_t>(unclipped >= clipped ? -a * r : 0.0);
+          dp[k] = static_cast<scalar_t>(t.dloss_dlogp);
         }
         for (int64_t j = 0; j < len; ++j) {  // reset only what this row touched
           if (mp[base + j] == 0) continue;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "checks.h"
+#include "formulas.h"
 
 namespace pyagentrl {
 namespace {
@@ -77,7 +78,7 @@ at::Tensor trajectory_gae_cpu(const at::Tensor& rewards, const std::optional<at:
       for (int64_t pos = order.offset[t + 1] - 1; pos >= order.offset[t]; --pos) {
         const int64_t i = order.rows[pos];
         const double value = vp ? static_cast<double>(vp[i]) : 0.0;
-        advantage = static_cast<double>(rp[i]) + gamma * next_value - value + decay * advantage;
+        advantage = formulas::gae_step(static_cast<double>(rp[i]), value, next_value, advantage, gamma, decay);
         op[i] = static_cast<scalar_t>(advantage);
         next_value = value;
       }

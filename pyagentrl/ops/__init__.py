@@ -1,6 +1,6 @@
 """Critic-free advantage and loss ops for multi-turn agents (flat layout: one row per environment step).
 
-Each op runs a compiled kernel (``torch.ops.pyagentrl.*``, C++ on CPU) where one exists for the
+Each op runs a compiled kernel (``torch.ops.pyagentrl.*``: C++ on CPU, CUDA on GPU) where one exists for the
 tensors' device and the PyTorch reference in :mod:`pyagentrl.ops.reference` elsewhere.
 """
 

@@ -1,9 +1,10 @@
 """Loads the compiled op library and adds what torch needs around it: fake (meta) implementations so
 the ops trace under torch.compile, and the autograd formula of the per-action policy loss.
 
-The ops are declared once in csrc/ops.cpp (``torch.ops.pyagentrl.*``). Where no compiled kernel exists
-for a tensor's device (a CUDA tensor before the CUDA kernels land, or a build without the extension),
-the public API runs the PyTorch reference in :mod:`pyagentrl.ops.reference` instead.
+The ops are declared once in csrc/ops.cpp (``torch.ops.pyagentrl.*``), with CPU kernels in csrc/cpu and CUDA
+kernels in csrc/cuda. Where no compiled kernel exists for a tensor's device (a CUDA tensor in a build without
+nvcc, or a build without the extension), the public API runs the PyTorch reference in
+:mod:`pyagentrl.ops.reference` instead.
 """
 
 from __future__ import annotations

@@ -185,10 +185,11 @@ def run_arm(spec: StudySpec, family: str, arm: str, seed: int) -> dict[str, Any]
 
 
 def run_study(spec: StudySpec) -> Path:
-    """Every (family, arm, seed) run that is not done, in a fixed order, then the report."""
-    for family in spec.families:
-        for arm in spec.arms:
-            for seed in spec.seeds:
+    """Every (family, arm, seed) run that is not done, then the report. Seed by seed, so that a study stopped part way
+    has every arm of its first seeds (a comparison) rather than every seed of its first arms."""
+    for seed in spec.seeds:
+        for family in spec.families:
+            for arm in spec.arms:
                 run_arm(spec, family, arm, seed)
     return write_report(spec)
 
