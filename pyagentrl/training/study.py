@@ -23,9 +23,12 @@ continues where it stopped. The report is rebuilt from the run directories alone
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import importlib.metadata
 import json
 import math
+import signal
 import subprocess
 import sys
 import time
@@ -40,6 +43,7 @@ from pyagentrl.training.metrics import read_metrics
 # Two-sided 95 % quantiles of Student's t by degrees of freedom (1..10): the intervals across a few seeds.
 _T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
 _PHASES = ("rollout", "keys", "advantages", "old_logprobs", "update", "weight_sync")
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 @dataclass
@@ -143,9 +147,17 @@ def _resumable(seed_dir: Path) -> Path | None:
     return resumable
 
 
+def _die_with_parent() -> None:
+    """Runs in the child before exec (Linux): the kernel sends it SIGTERM when the study process dies, so a killed
+    study leaves no training process behind to write into the run its rerun resumes."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
 def _run(*args: str) -> None:
     command = _cli(*args)
-    if subprocess.run(command).returncode != 0:
+    preexec = _die_with_parent if sys.platform.startswith("linux") else None
+    if subprocess.run(command, preexec_fn=preexec).returncode != 0:
         raise RunFailed(f"{' '.join(args)} failed; rerun the study to continue from the last checkpoint")
 
 
@@ -238,6 +250,27 @@ def _shown(path: Path) -> str:
         return str(path)
 
 
+def _untrained_line(spec: StudySpec, family: str) -> str:
+    """The success of the untrained policy: iteration 0 of one finished run per seed (every arm of a seed plays the
+    same tasks with the same weights and sampling seed at iteration 0, so the other arms would repeat it)."""
+    wins = episodes = 0
+    for seed in spec.seeds:
+        for arm in spec.arms:
+            done = spec.output / family / arm / f"seed{seed}" / "done.json"
+            if done.is_file():
+                first = read_metrics(Path(json.loads(done.read_text())["run"]))[0]
+                wins += round(first["success_rate"] * first["episodes"])
+                episodes += first["episodes"]
+                break
+    if episodes == 0:
+        return "Untrained policy: no finished run yet."
+    low, high = wilson_interval(wins, episodes)
+    return (
+        f"Untrained policy (iteration 0, before any update, one run per seed): {wins}/{episodes} training episodes "
+        f"succeeded ({wins / episodes:.3f}, Wilson 95 % {low:.3f}-{high:.3f})."
+    )
+
+
 def write_report(spec: StudySpec) -> Path:
     """``<report>/README.md`` (table, statistics, versions) and ``<report>/curves.png`` from the finished runs."""
     import matplotlib
@@ -292,7 +325,7 @@ def write_report(spec: StudySpec) -> Path:
                 f"{_average(rows, 'anchor_purity'):.3f} | {_average(rows, 'advantage_std'):.3f} | "
                 f"{sum(seconds) / len(seconds):.0f} s | {len(results)} of {len(spec.seeds)} |"
             )
-        lines.append("")
+        lines += ["", _untrained_line(spec, family), ""]
         panel.set_title(family)
         panel.set_xlabel("iteration")
         panel.set_ylabel("training success rate (band: min-max over seeds)")

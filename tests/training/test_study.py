@@ -4,7 +4,12 @@ again, an interrupted one resumes from its checkpoint, and the report is built f
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -69,6 +74,13 @@ def test_study_runs_each_arm_once_and_resumes(tmp_path: Path) -> None:
     assert (report / "curves.png").stat().st_size > 10_000
     metrics = [json.loads(line) for line in (Path(results[0]["run"]) / "metrics.jsonl").read_text().splitlines()]
     assert 0 < metrics[0]["anchor_purity"] <= 1
+    # The untrained policy's success: iteration 0 of one run per seed (the first arm's).
+    firsts = []
+    for seed in (1, 2):
+        run = Path(json.loads((runs / "frozenlake" / "grpo" / f"seed{seed}" / "done.json").read_text())["run"])
+        firsts.append(json.loads((run / "metrics.jsonl").read_text().splitlines()[0]))
+    wins, episodes = sum(round(m["success_rate"] * m["episodes"]) for m in firsts), sum(m["episodes"] for m in firsts)
+    assert f"{wins}/{episodes} training episodes succeeded" in table
 
     # Nothing left to do: no run starts, the finished runs are untouched.
     stamps = {p: p.stat().st_mtime_ns for p in done}
@@ -101,7 +113,8 @@ def test_report_only_needs_no_finished_run(tmp_path: Path) -> None:
         str(tmp_path / "r"),
         "--report-only",
     )
-    assert "0 of 2 |" in (tmp_path / "r" / "README.md").read_text() and out.returncode == 0
+    table = (tmp_path / "r" / "README.md").read_text()
+    assert "0 of 2 |" in table and "Untrained policy: no finished run yet." in table and out.returncode == 0
 
 
 def test_the_shipped_study_spec_is_valid() -> None:
@@ -111,3 +124,31 @@ def test_the_shipped_study_spec_is_valid() -> None:
     require_embedding_model()  # one arm uses embedding anchors
     spec = load_spec(REPO / "train" / "studies" / "estimators.yaml")  # every family x arm config validated
     assert set(spec.families) == {"frozenlake", "sokoban"} and len(spec.arms) == 7 and len(spec.seeds) == 3
+
+
+def test_a_killed_study_leaves_no_run_behind(tmp_path: Path) -> None:
+    # The study's child (here a sleeper standing in for `pyagentrl train`) gets SIGTERM when the study dies, even by
+    # SIGKILL, so a rerun never races a leftover training process for the same run directory.
+    pid_file = tmp_path / "child.pid"
+    sleeper = "import os, time; open(os.environ['PID_FILE'], 'w').write(str(os.getpid())); time.sleep(120)"
+    parent_code = (
+        "import sys\n"
+        "from pyagentrl.training import study\n"
+        f"study._cli = lambda *args: [sys.executable, '-c', {sleeper!r}]\n"
+        "study._run('train')\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-P", "-c", parent_code], env={**os.environ, "PID_FILE": str(pid_file)})
+    deadline = time.monotonic() + 60
+    while not (pid_file.is_file() and pid_file.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    child = int(pid_file.read_text())
+    parent.kill()
+    parent.wait()
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    os.kill(child, signal.SIGKILL)
+    pytest.fail("the study's child outlived the study")
