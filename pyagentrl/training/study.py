@@ -279,8 +279,15 @@ def write_report(spec: StudySpec) -> Path:
     import matplotlib.pyplot as plt
 
     spec.report.mkdir(parents=True, exist_ok=True)
+    planned = [
+        spec.output / f / a / f"seed{s}" / "done.json" for s in spec.seeds for f in spec.families for a in spec.arms
+    ]
+    finished = sum(p.is_file() for p in planned)
     lines = [
         f"# Study: {spec.name}",
+        "",
+        f"Status: {finished} of {len(planned)} runs finished"
+        + ("." if finished == len(planned) else " (rerun the command to continue; the figures below are partial)."),
         "",
         f"Command: `pyagentrl study {_shown(spec.source)}` (train config `{_shown(spec.config)}`); seeds {spec.seeds}; "
         f"held-out tasks per run: {spec.eval_tasks} (task seeds from 2^30 on, never trained on). Versions: "

@@ -71,6 +71,7 @@ def test_study_runs_each_arm_once_and_resumes(tmp_path: Path) -> None:
     assert all(r["eval"]["tasks"] == 2 and r["eval"]["checkpoint"].startswith(str(runs)) for r in results)
     table = (report / "README.md").read_text()
     assert "| grpo |" in table and "| gigpo-simhash |" in table and "2 of 2 |" in table
+    assert "Status: 4 of 4 runs finished." in table
     assert (report / "curves.png").stat().st_size > 10_000
     metrics = [json.loads(line) for line in (Path(results[0]["run"]) / "metrics.jsonl").read_text().splitlines()]
     assert 0 < metrics[0]["anchor_purity"] <= 1
@@ -115,6 +116,7 @@ def test_report_only_needs_no_finished_run(tmp_path: Path) -> None:
     )
     table = (tmp_path / "r" / "README.md").read_text()
     assert "0 of 2 |" in table and "Untrained policy: no finished run yet." in table and out.returncode == 0
+    assert "Status: 0 of 4 runs finished (rerun" in table
 
 
 def test_the_shipped_study_spec_is_valid() -> None:
