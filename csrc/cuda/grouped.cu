@@ -1,8 +1,8 @@
 // Grouped statistics, group normalisation and pair factorisation on CUDA (docs/algorithms.md (S1)-(S5), (G6)),
 // with the formulas of csrc/formulas.h that the CPU kernels use.
 //
-// Deterministic by construction: rows are put in a stable order by group (a radix sort over the id bits: a
-// counting sort digit by digit, so rows of one group keep their input order), one warp reduces each group in
+// Deterministic by construction: the values are put in a stable order by group (a radix sort over the id bits: a
+// counting sort digit by digit, so values of one group keep their input order), one warp reduces each group in
 // a fixed order (lane-strided compensated sums, then a fixed shuffle tree), and no float is ever added
 // atomically. Statistics accumulate in double; an all-equal group normalises to exactly 0. Nothing synchronises
 // with the host: num_groups bounds every table (pass the number of rows when the exact count is not known).
@@ -17,25 +17,27 @@ namespace {
 constexpr int kWarp = 32;
 constexpr unsigned kFullMask = 0xffffffffu;
 
-// Row indices ordered by group id; within a group, in input order.
-at::Tensor rows_by_group(const at::Tensor& ids, int64_t num_groups, cudaStream_t stream) {
+// The values ordered by group id; within a group, in input order. Sorting the values themselves (not row
+// indices) lets the per-group passes read contiguous memory instead of gathering.
+at::Tensor values_by_group(const at::Tensor& x, const at::Tensor& ids, int64_t num_groups, cudaStream_t stream) {
   const int64_t n = ids.numel();
-  at::Tensor rows_in = at::arange(n, ids.options());
-  if (n == 0 || num_groups <= 1) return rows_in;
-  at::Tensor rows = at::empty_like(rows_in);
+  if (n == 0 || num_groups <= 1) return x;
+  at::Tensor sorted = at::empty_like(x);
   at::Tensor keys_out = at::empty_like(ids);
   int end_bit = 1;  // only the bits an id in [0, num_groups) can use
   while (end_bit < 63 && (int64_t{1} << end_bit) < num_groups) ++end_bit;
   const auto* keys = reinterpret_cast<const uint64_t*>(ids.data_ptr<int64_t>());
   auto* sorted_keys = reinterpret_cast<uint64_t*>(keys_out.data_ptr<int64_t>());
-  size_t bytes = 0;
-  C10_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, bytes, keys, sorted_keys, rows_in.data_ptr<int64_t>(),
-                                                 rows.data_ptr<int64_t>(), n, 0, end_bit, stream));
-  at::Tensor temp = scratch(bytes, ids);
-  C10_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.data_ptr(), bytes, keys, sorted_keys,
-                                                 rows_in.data_ptr<int64_t>(), rows.data_ptr<int64_t>(), n, 0, end_bit,
-                                                 stream));
-  return rows;
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "values_by_group", [&] {
+    size_t bytes = 0;
+    C10_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, bytes, keys, sorted_keys, x.data_ptr<scalar_t>(),
+                                                   sorted.data_ptr<scalar_t>(), n, 0, end_bit, stream));
+    at::Tensor temp = scratch(bytes, ids);
+    C10_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.data_ptr(), bytes, keys, sorted_keys,
+                                                   x.data_ptr<scalar_t>(), sorted.data_ptr<scalar_t>(), n, 0,
+                                                   end_bit, stream));
+  });
+  return sorted;
 }
 
 // Lane 0 ends with the moments of the whole warp, merged in a fixed tree.
@@ -57,10 +59,11 @@ __device__ double warp_sum(double v) {
   return v;  // whole in lane 0
 }
 
-// One warp per group: mean and std (S1)-(S2) of the group's values, read through the group-ordered rows.
+// One warp per group: mean and std (S1)-(S2) of the group's values, x[offsets[g], offsets[g] + counts[g]) of the
+// group-ordered values.
 template <typename scalar_t>
-__global__ void group_moments_kernel(const scalar_t* __restrict__ x, const int64_t* __restrict__ rows,
-                                     const int64_t* __restrict__ offsets, const int64_t* __restrict__ counts,
+__global__ void group_moments_kernel(const scalar_t* __restrict__ x, const int64_t* __restrict__ offsets,
+                                     const int64_t* __restrict__ counts,
                                      int64_t num_groups, bool unbiased, bool singleton_raw, double* __restrict__ mean,
                                      double* __restrict__ std) {
   const int64_t g = thread_index() / kWarp;  // the same for every lane of a warp
@@ -69,12 +72,12 @@ __global__ void group_moments_kernel(const scalar_t* __restrict__ x, const int64
   const int64_t begin = offsets[g];
   const int64_t end = begin + counts[g];
   formulas::Moments m;
-  for (int64_t k = begin + lane; k < end; k += kWarp) formulas::add_value(m, static_cast<double>(x[rows[k]]));
+  for (int64_t k = begin + lane; k < end; k += kWarp) formulas::add_value(m, static_cast<double>(x[k]));
   m = warp_merge(m);
   const double mu = __shfl_sync(kFullMask, formulas::group_mean(m), 0);
   double squared = 0.0;  // second pass, around the final mean
   for (int64_t k = begin + lane; k < end; k += kWarp) {
-    const double d = static_cast<double>(x[rows[k]]) - mu;
+    const double d = static_cast<double>(x[k]) - mu;
     squared += d * d;
   }
   squared = warp_sum(squared);
@@ -108,13 +111,13 @@ GroupTables group_tables(const at::Tensor& x, const at::Tensor& ids, int64_t num
   GroupTables t;
   t.count = count_ids(ids, num_groups, stream);  // first: its assert guards the id range the sort relies on
   const at::Tensor offsets = exclusive_sum(t.count, stream);
-  const at::Tensor rows = rows_by_group(ids, num_groups, stream);
+  const at::Tensor sorted = values_by_group(x, ids, num_groups, stream);
   t.mean = at::empty({num_groups}, x.options().dtype(at::kDouble));
   t.std = at::empty({num_groups}, x.options().dtype(at::kDouble));
   if (num_groups == 0) return t;
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "group_moments", [&] {
     group_moments_kernel<scalar_t><<<blocks_for(num_groups * kWarp), kThreads, 0, stream>>>(
-        x.data_ptr<scalar_t>(), rows.data_ptr<int64_t>(), offsets.data_ptr<int64_t>(), t.count.data_ptr<int64_t>(),
+        sorted.data_ptr<scalar_t>(), offsets.data_ptr<int64_t>(), t.count.data_ptr<int64_t>(),
         num_groups, unbiased, singleton_raw, t.mean.data_ptr<double>(), t.std.data_ptr<double>());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
