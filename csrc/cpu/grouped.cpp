@@ -44,16 +44,9 @@ GroupMoments group_moments(const scalar_t* x, const int64_t* ids, int64_t n, int
   return m;
 }
 
-void check_values_and_groups(const at::Tensor& values, const at::Tensor& group_ids, int64_t num_groups) {
-  check_cpu_1d(values, "values");
-  check_floating(values, "values");
-  check_ids(group_ids, "group_ids", values.numel());
-  TORCH_CHECK_VALUE(num_groups >= 0, "num_groups must be >= 0, got ", num_groups);
-}
-
 std::tuple<at::Tensor, at::Tensor, at::Tensor> grouped_stats_cpu(const at::Tensor& values, const at::Tensor& group_ids,
                                                                  int64_t num_groups, bool unbiased) {
-  check_values_and_groups(values, group_ids, num_groups);
+  check_grouped_args(values, group_ids, num_groups, c10::DeviceType::CPU);
   const at::Tensor x = values.contiguous();
   const at::Tensor ids = group_ids.contiguous();
   at::Tensor count = at::empty({num_groups}, ids.options());
@@ -75,7 +68,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> grouped_stats_cpu(const at::Tenso
 
 at::Tensor group_normalize_cpu(const at::Tensor& values, const at::Tensor& group_ids, int64_t num_groups, bool scale,
                                bool unbiased, double eps, bool singleton_raw) {
-  check_values_and_groups(values, group_ids, num_groups);
+  check_grouped_args(values, group_ids, num_groups, c10::DeviceType::CPU);
   const at::Tensor x = values.contiguous();
   const at::Tensor ids = group_ids.contiguous();
   at::Tensor out = at::empty_like(x);
@@ -98,9 +91,7 @@ at::Tensor group_normalize_cpu(const at::Tensor& values, const at::Tensor& group
 // Open addressing with linear probing. A slot holds only the row where its pair first appeared: the
 // pair is read back from the inputs and its label from the output, so the table costs 8 bytes a slot.
 std::tuple<at::Tensor, at::Tensor> factorize_pairs_cpu(const at::Tensor& a, const at::Tensor& b) {
-  check_cpu_1d(a, "a");
-  TORCH_CHECK_TYPE(a.scalar_type() == at::kLong, "a must be int64, got ", a.scalar_type());
-  check_ids(b, "b", a.numel());
+  check_pair_args(a, b, c10::DeviceType::CPU);
   const at::Tensor ac = a.contiguous();
   const at::Tensor bc = b.contiguous();
   const int64_t n = ac.numel();

@@ -19,27 +19,10 @@
 namespace pyagentrl {
 namespace {
 
-void check_token_tensor(const at::Tensor& t, const char* name, const at::Tensor& like) {
-  TORCH_CHECK_VALUE(t.device().is_cpu(), name, " must be a CPU tensor, got ", t.device());
-  TORCH_CHECK_VALUE(t.sizes() == like.sizes(), name, " has shape ", t.sizes(), ", expected ", like.sizes());
-}
-
 std::tuple<at::Tensor, at::Tensor, at::Tensor> per_action_clipped_loss_cpu(
     const at::Tensor& logp, const at::Tensor& old_logp, const at::Tensor& advantages, const at::Tensor& mask,
     const std::optional<at::Tensor>& segment_ids, double clip_low, double clip_high) {
-  TORCH_CHECK_VALUE(logp.dim() == 2, "logp must be [batch, tokens], got shape ", logp.sizes());
-  check_token_tensor(logp, "logp", logp);
-  check_floating(logp, "logp");
-  for (const auto& [t, name] : {std::pair{old_logp, "old_logp"}, {advantages, "advantages"}, {mask, "mask"}}) {
-    check_token_tensor(t, name, logp);
-    TORCH_CHECK_TYPE(t.scalar_type() == logp.scalar_type(), name, " must have the dtype of logp (",
-                     logp.scalar_type(), "), got ", t.scalar_type());
-  }
-  if (segment_ids.has_value()) {
-    check_token_tensor(*segment_ids, "segment_ids", logp);
-    TORCH_CHECK_TYPE(segment_ids->scalar_type() == at::kLong, "segment_ids must be int64, got ",
-                     segment_ids->scalar_type());
-  }
+  check_loss_args(logp, old_logp, advantages, mask, segment_ids, c10::DeviceType::CPU);
   const int64_t rows = logp.size(0);
   const int64_t len = logp.size(1);
   const at::Tensor lp = logp.contiguous();

@@ -49,18 +49,8 @@ TrajectoryOrder order_by_step(const int64_t* traj, const int64_t* step, int64_t 
 at::Tensor trajectory_gae_cpu(const at::Tensor& rewards, const std::optional<at::Tensor>& values,
                               const at::Tensor& traj_ids, const at::Tensor& step_ids, int64_t num_trajs, double gamma,
                               double lam) {
-  check_cpu_1d(rewards, "rewards");
-  check_floating(rewards, "rewards");
+  check_trajectory_args(rewards, values, traj_ids, step_ids, num_trajs, c10::DeviceType::CPU);
   const int64_t n = rewards.numel();
-  check_ids(traj_ids, "traj_ids", n);
-  check_ids(step_ids, "step_ids", n);
-  TORCH_CHECK_VALUE(num_trajs >= 0, "num_trajs must be >= 0, got ", num_trajs);
-  if (values.has_value()) {
-    check_cpu_1d(*values, "values");
-    TORCH_CHECK_TYPE(values->scalar_type() == rewards.scalar_type(), "values must have the dtype of rewards (",
-                     rewards.scalar_type(), "), got ", values->scalar_type());
-    TORCH_CHECK_VALUE(values->numel() == n, "values has ", values->numel(), " rows, expected ", n);
-  }
   const at::Tensor r = rewards.contiguous();
   const at::Tensor v = values.has_value() ? values->contiguous() : at::Tensor();
   const at::Tensor traj = traj_ids.contiguous();

@@ -1,4 +1,4 @@
-// What the CUDA kernels share: argument checks, launch sizes, scratch memory from torch's caching allocator
+// What the CUDA kernels share: launch sizes, scratch memory from torch's caching allocator
 // and the building blocks of a counting sort over dense ids (a histogram and a scan), defined in common.cu.
 // Nothing here synchronises with the host: every size a kernel needs is known from tensor shapes, so an op
 // can be captured in a CUDA graph.
@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <cub/cub.cuh>
+
+#include "checks.h"
 
 namespace pyagentrl::cuda {
 
@@ -26,28 +28,6 @@ __device__ __forceinline__ int64_t thread_index() {
   return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
 }
 
-inline void check_cuda_1d(const at::Tensor& t, const char* name) {
-  TORCH_CHECK_VALUE(t.is_cuda(), name, " must be a CUDA tensor, got ", t.device());
-  TORCH_CHECK_VALUE(t.dim() == 1, name, " must be 1-D, got shape ", t.sizes());
-}
-
-inline void check_same_device(const at::Tensor& t, const char* name, const at::Tensor& like) {
-  TORCH_CHECK_VALUE(t.device() == like.device(), name, " is on ", t.device(), ", expected ", like.device());
-}
-
-inline void check_ids(const at::Tensor& ids, const char* name, const at::Tensor& like) {
-  check_cuda_1d(ids, name);
-  check_same_device(ids, name, like);
-  TORCH_CHECK_TYPE(ids.scalar_type() == at::kLong, name, " must be int64, got ", ids.scalar_type());
-  TORCH_CHECK_VALUE(ids.numel() == like.numel(), name, " has ", ids.numel(), " rows, expected ", like.numel());
-}
-
-inline void check_floating(const at::Tensor& t, const char* name) {
-  TORCH_CHECK_TYPE(t.scalar_type() == at::kFloat || t.scalar_type() == at::kDouble, name,
-                   " must be float32 or float64, got ", t.scalar_type());
-}
-
-// Temporary device memory for CUB, from torch's caching allocator on the current stream.
 // At least one byte: CUB reads a null pointer as "tell me the size" and would then do nothing.
 inline at::Tensor scratch(size_t bytes, const at::Tensor& like) {
   return at::empty({static_cast<int64_t>(std::max<size_t>(bytes, 1))}, like.options().dtype(at::kByte));

@@ -124,17 +124,10 @@ GroupTables group_tables(const at::Tensor& x, const at::Tensor& ids, int64_t num
   return t;
 }
 
-void check_values_and_groups(const at::Tensor& values, const at::Tensor& group_ids, int64_t num_groups) {
-  check_cuda_1d(values, "values");
-  check_floating(values, "values");
-  check_ids(group_ids, "group_ids", values);
-  TORCH_CHECK_VALUE(num_groups >= 0, "num_groups must be >= 0, got ", num_groups);
-}
-
 std::tuple<at::Tensor, at::Tensor, at::Tensor> grouped_stats_cuda(const at::Tensor& values,
                                                                   const at::Tensor& group_ids, int64_t num_groups,
                                                                   bool unbiased) {
-  check_values_and_groups(values, group_ids, num_groups);
+  check_grouped_args(values, group_ids, num_groups, c10::DeviceType::CUDA);
   const c10::cuda::CUDAGuard guard(values.device());
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   const at::Tensor x = values.contiguous();
@@ -144,7 +137,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> grouped_stats_cuda(const at::Tens
 
 at::Tensor group_normalize_cuda(const at::Tensor& values, const at::Tensor& group_ids, int64_t num_groups, bool scale,
                                 bool unbiased, double eps, bool singleton_raw) {
-  check_values_and_groups(values, group_ids, num_groups);
+  check_grouped_args(values, group_ids, num_groups, c10::DeviceType::CUDA);
   const c10::cuda::CUDAGuard guard(values.device());
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   const at::Tensor x = values.contiguous();
@@ -212,9 +205,7 @@ __global__ void label_rows_kernel(const int64_t* __restrict__ first, const int64
 }
 
 std::tuple<at::Tensor, at::Tensor> factorize_pairs_cuda(const at::Tensor& a, const at::Tensor& b) {
-  check_cuda_1d(a, "a");
-  TORCH_CHECK_TYPE(a.scalar_type() == at::kLong, "a must be int64, got ", a.scalar_type());
-  check_ids(b, "b", a);
+  check_pair_args(a, b, c10::DeviceType::CUDA);
   const c10::cuda::CUDAGuard guard(a.device());
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   const at::Tensor ac = a.contiguous();

@@ -50,19 +50,7 @@ __global__ void backward_recursion_kernel(const scalar_t* __restrict__ rewards, 
 at::Tensor trajectory_gae_cuda(const at::Tensor& rewards, const std::optional<at::Tensor>& values,
                                const at::Tensor& traj_ids, const at::Tensor& step_ids, int64_t num_trajs,
                                double gamma, double lam) {
-  check_cuda_1d(rewards, "rewards");
-  check_floating(rewards, "rewards");
-  check_ids(traj_ids, "traj_ids", rewards);
-  check_ids(step_ids, "step_ids", rewards);
-  TORCH_CHECK_VALUE(num_trajs >= 0, "num_trajs must be >= 0, got ", num_trajs);
-  if (values.has_value()) {
-    check_cuda_1d(*values, "values");
-    check_same_device(*values, "values", rewards);
-    TORCH_CHECK_TYPE(values->scalar_type() == rewards.scalar_type(), "values must have the dtype of rewards (",
-                     rewards.scalar_type(), "), got ", values->scalar_type());
-    TORCH_CHECK_VALUE(values->numel() == rewards.numel(), "values has ", values->numel(), " rows, expected ",
-                      rewards.numel());
-  }
+  check_trajectory_args(rewards, values, traj_ids, step_ids, num_trajs, c10::DeviceType::CUDA);
   const c10::cuda::CUDAGuard guard(rewards.device());
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   const at::Tensor r = rewards.contiguous();
