@@ -347,6 +347,8 @@ def write_report(spec: StudySpec) -> Path:
         "![curves](curves.png)",
         "",
     ]
+    if (spec.report / "FINDINGS.md").is_file():  # written by hand once the runs are in; the report never overwrites it
+        lines += ["What the figures show, and what they do not: [FINDINGS.md](FINDINGS.md).", ""]
     figure.tight_layout()
     figure.savefig(spec.report / "curves.png", dpi=120)
     plt.close(figure)

@@ -105,18 +105,16 @@ def test_study_runs_each_arm_once_and_resumes(tmp_path: Path) -> None:
 
 
 def test_report_only_needs_no_finished_run(tmp_path: Path) -> None:
-    out = cli(
-        "study",
-        str(_spec(tmp_path)),
-        "--output",
-        str(tmp_path / "runs"),
-        "--report",
-        str(tmp_path / "r"),
-        "--report-only",
-    )
+    args = ("study", str(_spec(tmp_path)), "--output", str(tmp_path / "runs"), "--report", str(tmp_path / "r"))
+    out = cli(*args, "--report-only")
     table = (tmp_path / "r" / "README.md").read_text()
     assert "0 of 2 |" in table and "Untrained policy: no finished run yet." in table and out.returncode == 0
-    assert "Status: 0 of 4 runs finished (rerun" in table
+    assert "Status: 0 of 4 runs finished (rerun" in table and "FINDINGS.md" not in table
+    # A hand-written FINDINGS.md beside the report is linked, and never overwritten.
+    (tmp_path / "r" / "FINDINGS.md").write_text("by hand\n")
+    cli(*args, "--report-only")
+    assert "[FINDINGS.md](FINDINGS.md)" in (tmp_path / "r" / "README.md").read_text()
+    assert (tmp_path / "r" / "FINDINGS.md").read_text() == "by hand\n"
 
 
 def test_the_shipped_study_spec_is_valid() -> None:
