@@ -62,7 +62,7 @@ $(STAMP)/nvcc: $(STAMP)/torch requirements/cuda-check.txt
 	$(PIP) install -q -r requirements/cuda-check.txt
 	touch $@
 
-$(STAMP)/cuda-check: $(STAMP)/nvcc scripts/cuda_check.sh $(wildcard csrc/cuda/*) csrc/formulas.h
+$(STAMP)/cuda-check: $(STAMP)/nvcc scripts/cuda_check.sh $(wildcard csrc/cuda/*) csrc/formulas.h csrc/checks.h
 	bash scripts/cuda_check.sh $(PY) $(VENV)/build/cuda-check
 	touch $@
 

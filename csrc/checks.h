@@ -27,8 +27,8 @@ inline void check_floating(const at::Tensor& t, const char* name) {
 
 // int64 ids with one entry per row of `first`, on its device.
 inline void check_ids(const at::Tensor& ids, const char* name, const at::Tensor& first) {
+  check_1d_on(ids, name, first.device().type());
   check_same_device(ids, name, first);
-  TORCH_CHECK_VALUE(ids.dim() == 1, name, " must be 1-D, got shape ", ids.sizes());
   TORCH_CHECK_TYPE(ids.scalar_type() == at::kLong, name, " must be int64, got ", ids.scalar_type());
   TORCH_CHECK_VALUE(ids.numel() == first.numel(), name, " has ", ids.numel(), " rows, expected ", first.numel());
 }
@@ -65,8 +65,8 @@ inline void check_trajectory_args(const at::Tensor& rewards, const std::optional
   check_ids(step_ids, "step_ids", rewards);
   TORCH_CHECK_VALUE(num_trajs >= 0, "num_trajs must be >= 0, got ", num_trajs);
   if (values.has_value()) {
+    check_1d_on(*values, "values", type);
     check_same_device(*values, "values", rewards);
-    TORCH_CHECK_VALUE(values->dim() == 1, "values must be 1-D, got shape ", values->sizes());
     TORCH_CHECK_TYPE(values->scalar_type() == rewards.scalar_type(), "values must have the dtype of rewards (",
                      rewards.scalar_type(), "), got ", values->scalar_type());
     TORCH_CHECK_VALUE(values->numel() == rewards.numel(), "values has ", values->numel(), " rows, expected ",
@@ -82,6 +82,8 @@ inline void check_loss_args(const at::Tensor& logp, const at::Tensor& old_logp, 
   TORCH_CHECK_VALUE(logp.dim() == 2, "logp must be [batch, tokens], got shape ", logp.sizes());
   check_floating(logp, "logp");
   const auto same_shape = [&](const at::Tensor& t, const char* name) {
+    TORCH_CHECK_VALUE(t.device().type() == type, name, " must be a ", c10::DeviceTypeName(type), " tensor, got ",
+                      t.device());
     check_same_device(t, name, logp);
     TORCH_CHECK_VALUE(t.sizes() == logp.sizes(), name, " has shape ", t.sizes(), ", expected ", logp.sizes());
   };

@@ -8,8 +8,8 @@
 // in lane order by the lowest of them, and chunks follow each other. No float atomics, so the result is the
 // same on every run. Without segment_ids the whole row is one action and the sums stay in registers (a fixed
 // shuffle tree). With segment_ids each warp keeps two doubles per token position (an action id is < L) in
-// shared memory, or in global scratch when a row is too long for that (then at most kScratchWarps rows are in
-// flight, so the scratch is bounded by 4096 x L x 16 bytes).
+// shared memory, or in global scratch when a row is too long for that (then at most 4096 rows are in flight and
+// the scratch stays under 512 MiB, or one block's 8 x L x 16 bytes for rows longer than 4M tokens).
 #include <torch/library.h>
 
 #include <algorithm>
@@ -25,7 +25,8 @@ constexpr int kWarp = 32;
 constexpr unsigned kFullMask = 0xffffffffu;
 constexpr int kWarpsPerBlock = 8;
 constexpr size_t kSharedBytes = 48 * 1024;  // available to every kernel without an opt-in
-constexpr int64_t kScratchWarps = 4096;      // warps in flight on the global-scratch path: bounds its memory
+constexpr int64_t kScratchWarps = 4096;      // at most this many warps in flight on the global-scratch path,
+constexpr int64_t kScratchBytes = 512 << 20;  // and at most this much scratch (fewer warps for very long rows)
 
 template <typename scalar_t>
 struct LossArgs {
@@ -93,6 +94,7 @@ __device__ void sequence_row(const LossArgs<scalar_t>& p, int64_t row, int lane)
 template <typename scalar_t>
 __device__ void segmented_row(const LossArgs<scalar_t>& p, int64_t row, int lane, double* acc) {
   const int64_t base = row * p.len;
+  __syncwarp();  // the warp's previous row (same acc) is read to the end before anything is zeroed
   for (int64_t j = lane; j < 2 * p.len; j += kWarp) acc[j] = 0.0;
   __syncwarp();
   for (int64_t chunk = 0; chunk < p.len; chunk += kWarp) {
@@ -186,7 +188,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> per_action_clipped_loss_cuda(
   unsigned int blocks = blocks_for(rows * kWarp, warps * kWarp);
   at::Tensor scratch_sums;
   if (!in_shared) {
-    blocks = std::min<unsigned int>(blocks, kScratchWarps / warps);
+    const int64_t in_flight = std::max<int64_t>(warps, std::min<int64_t>(kScratchWarps, kScratchBytes / per_warp));
+    blocks = std::min<unsigned int>(blocks, static_cast<unsigned int>(in_flight / warps));
     scratch_sums = at::empty({static_cast<int64_t>(blocks) * warps * 2 * len}, lp.options().dtype(at::kDouble));
   }
   AT_DISPATCH_FLOATING_TYPES(lp.scalar_type(), "per_action_clipped_loss", [&] {

@@ -60,7 +60,8 @@ def poison_allocator() -> None:
     """Fills free memory of both pools of the caching allocator with all bits set (NaN in float32 and float64, -1 in
     int64), so an output element a kernel leaves unwritten reads as NaN (the inputs are finite)."""
     torch.cuda.synchronize()
-    blocks = [torch.full((64 * 1024 * 1024,), -1, dtype=torch.int32, device="cuda")]  # the large pool (> 1 MiB)
+    torch.cuda.empty_cache()  # cached blocks would otherwise keep earlier, valid-looking data
+    blocks = [torch.full((256 * 1024 * 1024,), -1, dtype=torch.int32, device="cuda")]  # the large pool (> 1 MiB)
     sizes = (64, 1024, 16 * 1024, 256 * 1024)  # the small pool (<= 1 MiB a block)
     blocks += [torch.full((k,), -1, dtype=torch.int32, device="cuda") for k in sizes for _ in range(32)]
     del blocks
