@@ -206,14 +206,14 @@ def run_study(spec: StudySpec) -> Path:
     return write_report(spec)
 
 
-def _mean_ci(values: list[float]) -> tuple[float, float]:
-    """Mean and the half-width of its 95 % t-interval across seeds (nan with one value)."""
+def _mean_ci(values: list[float]) -> str:
+    """The mean across seeds with the half-width of its 95 % t-interval (none from a single seed)."""
     n = len(values)
     mean = sum(values) / n
     if n < 2:
-        return mean, math.nan
+        return f"{mean:.3f} (one seed: no interval)"
     sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
-    return mean, _T95.get(n - 1, 1.96) * sd / math.sqrt(n)
+    return f"{mean:.3f} ± {_T95.get(n - 1, 1.96) * sd / math.sqrt(n):.3f}"
 
 
 def _average(rows: list[dict[str, Any]], key: str) -> float:
@@ -319,16 +319,16 @@ def write_report(spec: StudySpec) -> Path:
             panel.fill_between(
                 x, [min(c[i] for c in curves) for i in x], [max(c[i] for c in curves) for i in x], alpha=0.2
             )
-            success, success_ci = _mean_ci([r["eval"]["success_rate"] for r in results])
+            success = _mean_ci([r["eval"]["success_rate"] for r in results])
             wins = sum(r["eval"]["successes"] for r in results)
             episodes = sum(r["eval"]["tasks"] for r in results)
             low, high = wilson_interval(wins, episodes)
-            auc, auc_ci = _mean_ci([sum(c) / len(c) for c in curves])
+            auc = _mean_ci([sum(c) / len(c) for c in curves])
             rows = [row for m in metrics for row in m]
             seconds = [sum(sum(row.get(f"seconds_{p}") or 0.0 for p in _PHASES) for row in m) for m in metrics]
             lines.append(
-                f"| {arm} | {success:.3f} ± {success_ci:.3f} | {wins}/{episodes} ({low:.3f}-{high:.3f}) | "
-                f"{auc:.3f} ± {auc_ci:.3f} | {_average(rows, 'anchor_rows_in_groups'):.3f} | "
+                f"| {arm} | {success} | {wins}/{episodes} ({low:.3f}-{high:.3f}) | "
+                f"{auc} | {_average(rows, 'anchor_rows_in_groups'):.3f} | "
                 f"{_average(rows, 'anchor_purity'):.3f} | {_average(rows, 'advantage_std'):.3f} | "
                 f"{sum(seconds) / len(seconds):.0f} s | {len(results)} of {len(spec.seeds)} |"
             )
@@ -337,7 +337,8 @@ def write_report(spec: StudySpec) -> Path:
         panel.set_xlabel("iteration")
         panel.set_ylabel("training success rate (band: min-max over seeds)")
         panel.set_ylim(-0.02, 1.02)
-        panel.legend(fontsize=8)
+        if panel.lines:  # no legend on a family with no finished run
+            panel.legend(fontsize=8)
     lines += [
         "Held-out success: each seed's last checkpoint on the held-out tasks; ± is the half-width of the 95 % "
         "t-interval across seeds. AUC: the mean training success rate over iterations. Anchor statistics and the "

@@ -72,6 +72,7 @@ def test_study_runs_each_arm_once_and_resumes(tmp_path: Path) -> None:
     table = (report / "README.md").read_text()
     assert "| grpo |" in table and "| gigpo-simhash |" in table and "2 of 2 |" in table
     assert "Status: 4 of 4 runs finished." in table
+    assert " ± " in table and "nan" not in table  # two seeds: an interval
     assert (report / "curves.png").stat().st_size > 10_000
     metrics = [json.loads(line) for line in (Path(results[0]["run"]) / "metrics.jsonl").read_text().splitlines()]
     assert 0 < metrics[0]["anchor_purity"] <= 1
