@@ -16,6 +16,8 @@
 namespace pyagentrl::cuda {
 
 constexpr int kThreads = 256;
+constexpr int kWarp = 32;
+constexpr unsigned kFullMask = 0xffffffffu;
 
 inline unsigned int blocks_for(int64_t work, int threads = kThreads) {
   const int64_t blocks = (work + threads - 1) / threads;
@@ -26,6 +28,12 @@ inline unsigned int blocks_for(int64_t work, int threads = kThreads) {
 // The position of this thread in a one-thread-per-item launch.
 __device__ __forceinline__ int64_t thread_index() {
   return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+
+// The sum of v over the warp's 32 lanes, whole in lane 0: a fixed shuffle tree, so the same on every run.
+__device__ __forceinline__ double warp_sum(double v) {
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) v += __shfl_down_sync(kFullMask, v, offset);
+  return v;
 }
 
 // At least one byte: CUB reads a null pointer as "tell me the size" and would then do nothing.

@@ -14,9 +14,6 @@
 namespace pyagentrl::cuda {
 namespace {
 
-constexpr int kWarp = 32;
-constexpr unsigned kFullMask = 0xffffffffu;
-
 // The values ordered by group id; within a group, in input order. Sorting the values themselves (not row
 // indices) lets the per-group passes read contiguous memory instead of gathering.
 at::Tensor values_by_group(const at::Tensor& x, const at::Tensor& ids, int64_t num_groups, cudaStream_t stream) {
@@ -52,11 +49,6 @@ __device__ formulas::Moments warp_merge(formulas::Moments m) {
     formulas::merge(m, other);
   }
   return m;
-}
-
-__device__ double warp_sum(double v) {
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) v += __shfl_down_sync(kFullMask, v, offset);
-  return v;  // whole in lane 0
 }
 
 // One warp per group: mean and std (S1)-(S2) of the group's values, x[offsets[g], offsets[g] + counts[g]) of the

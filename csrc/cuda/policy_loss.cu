@@ -21,8 +21,6 @@
 namespace pyagentrl::cuda {
 namespace {
 
-constexpr int kWarp = 32;
-constexpr unsigned kFullMask = 0xffffffffu;
 constexpr int kWarpsPerBlock = 8;
 constexpr size_t kSharedBytes = 48 * 1024;  // available to every kernel without an opt-in
 constexpr int64_t kScratchWarps = 4096;      // at most this many warps in flight on the global-scratch path,
@@ -82,10 +80,8 @@ __device__ void sequence_row(const LossArgs<scalar_t>& p, int64_t row, int lane)
     log_ratio += lr;
     weight += w;
   }
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) {
-    log_ratio += __shfl_down_sync(kFullMask, log_ratio, offset);
-    weight += __shfl_down_sync(kFullMask, weight, offset);
-  }
+  log_ratio = warp_sum(log_ratio);
+  weight = warp_sum(weight);
   const double s = __shfl_sync(kFullMask, formulas::action_ratio(log_ratio, weight), 0);
   for (int64_t j = lane; j < p.len; j += kWarp) write_token(p, base + j, s);
 }
@@ -113,12 +109,8 @@ __device__ void segmented_row(const LossArgs<scalar_t>& p, int64_t row, int lane
     double lr_sum = 0.0;
     double w_sum = 0.0;
     if (same == kFullMask) {  // the whole chunk is one action (or padding): a fixed shuffle tree
-      for (int offset = kWarp / 2; offset > 0; offset /= 2) {
-        lr += __shfl_down_sync(kFullMask, lr, offset);
-        w += __shfl_down_sync(kFullMask, w, offset);
-      }
-      lr_sum = lr;
-      w_sum = w;
+      lr_sum = warp_sum(lr);
+      w_sum = warp_sum(w);
     } else {  // the leader adds its action's lanes in lane order
       for (int src = 0; src < kWarp; ++src) {
         const double lr_src = __shfl_sync(kFullMask, lr, src);
