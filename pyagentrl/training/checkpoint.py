@@ -111,6 +111,11 @@ def latest(root: Path) -> Path | None:
 def read_state(path: Path, world_size: int) -> dict[str, Any]:
     """The checkpoint's ``state.json``, checked against the world that is to resume it (before any start-up)."""
     state: dict[str, Any] = json.loads((path / "state.json").read_text())
+    if not (path / "deepspeed").is_dir():
+        raise ResumeError(
+            f"{path} holds the model only (its optimizer states were removed, as `pyagentrl study` does once a run "
+            "is scored with `keep: model`): it can be evaluated or loaded, not resumed"
+        )
     saved_world = int(state.get("world_size", 1))
     if saved_world != world_size:
         raise ResumeError(

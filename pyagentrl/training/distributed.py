@@ -7,9 +7,14 @@ small (token ids and per-row numbers) next to the model.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
 import socket
+import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -62,6 +67,47 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+# DeepSpeed's CPU backend compiles its shared-memory op on first use, behind torch's FileBaton: a `lock` file in the
+# op's build directory. A process killed during that build leaves the file behind, and every later process waits on
+# it forever, printing nothing.
+_SHM_OP = "deepspeed_shm_comm"
+
+
+def _own_extensions_dir() -> Path:
+    """One build directory per Python environment: torch's default is one per Python version, shared by every
+    environment, so two virtual environments rebuild each other's ops (and meet each other's locks)."""
+    tag = hashlib.sha256(sys.prefix.encode()).hexdigest()[:16]
+    return Path.home() / ".cache" / "pyagentrl" / "torch_extensions" / tag
+
+
+@contextlib.contextmanager
+def _op_builds_guarded() -> Iterator[None]:
+    """DeepSpeed's op builds in this environment, one process at a time, under an ``flock`` that the kernel releases
+    when its holder dies. In our own build directory every builder holds it, so a baton found there is a dead
+    build's and is removed. A TORCH_EXTENSIONS_DIR the user set may be shared with other programs: there a baton is
+    only reported, with the file to remove if no build is running."""
+    import fcntl
+
+    chosen = os.environ.get("TORCH_EXTENSIONS_DIR")
+    root = Path(chosen) if chosen else _own_extensions_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    os.environ["TORCH_EXTENSIONS_DIR"] = str(root)
+    with open(root / ".pyagentrl-build.lock", "w") as guard:
+        fcntl.flock(guard, fcntl.LOCK_EX)
+        baton = root / _SHM_OP / "lock"
+        if baton.exists():
+            if chosen:
+                print(
+                    f"[pyagentrl] waiting for {baton} (DeepSpeed builds {_SHM_OP} there); if no build is running, "
+                    "a killed one left it: remove it",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            else:
+                baton.unlink()
+        yield
+
+
 def init_world() -> World:
     """Joins (or, run plainly, creates) the process group; every rank calls it before anything collective."""
     import deepspeed
@@ -71,7 +117,8 @@ def init_world() -> World:
         os.environ.setdefault("MASTER_PORT", str(_free_port()))
     cuda = torch.cuda.is_available()
     if not torch.distributed.is_initialized():
-        deepspeed.init_distributed(dist_backend="nccl" if cuda else "gloo")
+        with _op_builds_guarded():
+            deepspeed.init_distributed(dist_backend="nccl" if cuda else "gloo")
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     device = torch.device("cuda", local_rank) if cuda else torch.device("cpu")
     if cuda:

@@ -45,6 +45,7 @@ def _spec(tmp_path: Path, **changes: object) -> Path:
         ({"arms": {"a b": {}}}, "arms name"),
         ({"families": {"x": [1]}}, "families.x"),
         ({"extra": 1}, "unknown keys"),
+        ({"keep": "all"}, "keep must be one of model, checkpoints"),
         ({"arms": {"bad": {"algorithm.estimator": "ppo"}}}, "arm 'bad'.*estimator"),
     ],
 )
@@ -60,7 +61,7 @@ def test_overrides_keep_their_types(tmp_path: Path) -> None:
 
 
 def test_study_runs_each_arm_once_and_resumes(tmp_path: Path) -> None:
-    spec_path = _spec(tmp_path)
+    spec_path = _spec(tmp_path, keep="checkpoints")  # a scored run stays resumable: the test resumes one below
     runs, report = tmp_path / "runs", tmp_path / "report"
     args = ("study", str(spec_path), "--output", str(runs), "--report", str(report))
     first = cli(*args, timeout=1200)
@@ -84,6 +85,8 @@ def test_study_runs_each_arm_once_and_resumes(tmp_path: Path) -> None:
     wins, episodes = sum(round(m["success_rate"] * m["episodes"]) for m in firsts), sum(m["episodes"] for m in firsts)
     assert f"{wins}/{episodes} training episodes succeeded" in table
 
+    assert all((Path(r["eval"]["checkpoint"]) / "deepspeed").is_dir() for r in results)  # keep: checkpoints
+
     # Nothing left to do: no run starts, the finished runs are untouched.
     stamps = {p: p.stat().st_mtime_ns for p in done}
     again = cli(*args)
@@ -103,6 +106,30 @@ def test_study_runs_each_arm_once_and_resumes(tmp_path: Path) -> None:
     assert third.stdout.count(": training") == 1 and not dead.exists()
     assert (dead.parent / f"abandoned-{dead.name}" / "metrics.jsonl").is_file()  # kept, not deleted
     assert len(sorted(runs.glob("*/*/seed*/done.json"))) == 4
+
+
+def test_a_scored_run_keeps_its_model_only_by_default(tmp_path: Path) -> None:
+    # One run, checkpointed twice: once scored, the earlier checkpoint and the last one's optimizer and RNG states go
+    # (about 90 % of a real run's disk); the model still loads and scores, and resuming is refused by name.
+    from transformers import AutoModelForCausalLM
+
+    from pyagentrl.training.checkpoint import ResumeError, read_state
+
+    families = {"frozenlake": {"iterations": 2, "checkpoint.every": 1, "env.options": {"size": 4, "max_steps": 3}}}
+    spec_path = _spec(tmp_path, seeds=[1], arms={"grpo": {"algorithm.estimator": "grpo"}}, families=families)
+    runs, report = tmp_path / "runs", tmp_path / "report"
+    out = cli("study", str(spec_path), "--output", str(runs), "--report", str(report), timeout=1200)
+    assert out.returncode == 0 and "Status: 1 of 1 runs finished." in (report / "README.md").read_text()
+    result = json.loads((runs / "frozenlake" / "grpo" / "seed1" / "done.json").read_text())
+    checkpoints = Path(result["run"]) / "checkpoints"
+    assert sorted(p.name for p in checkpoints.iterdir()) == ["iter_000002", "latest"]
+    last = checkpoints / "iter_000002"
+    kept = ["config.yaml", "deepspeed.json", "eval.json", "model", "state.json"]
+    assert sorted(p.name for p in last.iterdir()) == kept
+    assert json.loads((last / "eval.json").read_text()) == result["eval"]
+    AutoModelForCausalLM.from_pretrained(last / "model")
+    with pytest.raises(ResumeError, match="holds the model only"):
+        read_state(last, 1)
 
 
 def test_report_only_needs_no_finished_run(tmp_path: Path) -> None:
