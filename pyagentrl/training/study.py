@@ -335,14 +335,14 @@ def write_report(spec: StudySpec) -> Path:
             "",
             "| arm | held-out success (mean of seeds, 95 % t-CI) | pooled held-out episodes (Wilson 95 %) | "
             "training success AUC (95 % t-CI) | rows in anchor groups >= 2 | anchor purity | advantage std | "
-            "training seconds per run | seeds done |",
-            "|---|---|---|---|---|---|---|---|---|",
+            "training seconds per run | keys + advantages per iteration | seeds done |",
+            "|---|---|---|---|---|---|---|---|---|---|",
         ]
         for arm in spec.arms:
             done = [spec.output / family / arm / f"seed{s}" / "done.json" for s in spec.seeds]
             results = [json.loads(p.read_text()) for p in done if p.is_file()]
             if not results:
-                lines.append(f"| {arm} | | | | | | | | 0 of {len(spec.seeds)} |")
+                lines.append(f"| {arm} | | | | | | | | | 0 of {len(spec.seeds)} |")
                 continue
             metrics = [read_metrics(Path(r["run"])) for r in results]
             curves = [[row["success_rate"] for row in m] for m in metrics]
@@ -360,11 +360,13 @@ def write_report(spec: StudySpec) -> Path:
             auc = _mean_ci([sum(c) / len(c) for c in curves])
             rows = [row for m in metrics for row in m]
             seconds = [sum(sum(row.get(f"seconds_{p}") or 0.0 for p in _PHASES) for row in m) for m in metrics]
+            own = [(row.get("seconds_keys") or 0.0) + (row.get("seconds_advantages") or 0.0) for row in rows]
             lines.append(
                 f"| {arm} | {success} | {wins}/{episodes} ({low:.3f}-{high:.3f}) | "
                 f"{auc} | {_average(rows, 'anchor_rows_in_groups'):.3f} | "
                 f"{_average(rows, 'anchor_purity'):.3f} | {_average(rows, 'advantage_std'):.3f} | "
-                f"{sum(seconds) / len(seconds):.0f} s | {len(results)} of {len(spec.seeds)} |"
+                f"{sum(seconds) / len(seconds):.0f} s | {1e3 * sum(own) / len(own):.1f} ms | "
+                f"{len(results)} of {len(spec.seeds)} |"
             )
         lines += ["", _untrained_line(spec, family), ""]
         panel.set_title(family)
@@ -377,7 +379,9 @@ def write_report(spec: StudySpec) -> Path:
         "Held-out success: each seed's last checkpoint on the held-out tasks; ± is the half-width of the 95 % "
         "t-interval across seeds. AUC: the mean training success rate over iterations. Anchor statistics and the "
         "advantage std are averages over iterations and seeds; purity compares the anchor groups with exact keys "
-        "(1 for exact anchors). Training seconds: the sum of the logged phases of every iteration of a run.",
+        "(1 for exact anchors). Training seconds: the sum of the logged phases of every iteration of a run; on a "
+        "shared machine they vary with its load. Keys + advantages: the only phases that differ between the arms "
+        "(anchor keys and the estimator), averaged over iterations.",
         "",
         "![curves](curves.png)",
         "",

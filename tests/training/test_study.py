@@ -72,6 +72,8 @@ def test_study_runs_each_arm_once_and_resumes(tmp_path: Path) -> None:
     assert all(r["eval"]["tasks"] == 2 and r["eval"]["checkpoint"].startswith(str(runs)) for r in results)
     table = (report / "README.md").read_text()
     assert "| grpo |" in table and "| gigpo-simhash |" in table and "2 of 2 |" in table
+    assert table.count(" ms | 2 of 2 |") == 2  # the arms' own seconds (keys + advantages)
+    assert len({line.count("|") for line in table.splitlines() if line.startswith("|")}) == 1  # one column count
     assert "Status: 4 of 4 runs finished." in table
     assert " ± " in table and "nan" not in table  # two seeds: an interval
     assert (report / "curves.png").stat().st_size > 10_000
@@ -137,6 +139,7 @@ def test_report_only_needs_no_finished_run(tmp_path: Path) -> None:
     out = cli(*args, "--report-only")
     table = (tmp_path / "r" / "README.md").read_text()
     assert "0 of 2 |" in table and "Untrained policy: no finished run yet." in table and out.returncode == 0
+    assert len({line.count("|") for line in table.splitlines() if line.startswith("|")}) == 1  # one column count
     assert "Status: 0 of 4 runs finished (rerun" in table and "FINDINGS.md" not in table
     # A hand-written FINDINGS.md beside the report is linked, and never overwritten.
     (tmp_path / "r" / "FINDINGS.md").write_text("by hand\n")
