@@ -7,12 +7,10 @@ small (token ids and per-row numbers) next to the model.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import socket
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -80,13 +78,15 @@ def _own_extensions_dir() -> Path:
     return Path.home() / ".cache" / "pyagentrl" / "torch_extensions" / tag
 
 
-@contextlib.contextmanager
-def _op_builds_guarded() -> Iterator[None]:
-    """DeepSpeed's op builds in this environment, one process at a time, under an ``flock`` that the kernel releases
-    when its holder dies. In our own build directory every builder holds it, so a baton found there is a dead
-    build's and is removed. A TORCH_EXTENSIONS_DIR the user set may be shared with other programs: there a baton is
-    only reported, with the file to remove if no build is running."""
+def _build_deepspeed_ops() -> None:
+    """Builds (or finds built) the op DeepSpeed's process group loads, one process at a time, under an ``flock`` that
+    the kernel releases when its holder dies, and before any rendezvous: the ranks of one world must not wait on each
+    other's lock while they wait for each other to join. In our own build directory every builder holds the flock,
+    so a baton found there is a dead build's and is removed. A TORCH_EXTENSIONS_DIR the user set may be shared with
+    other programs: there a baton is only reported, with the file to remove if no build is running."""
     import fcntl
+
+    from deepspeed.comm.torch import build_shm_op
 
     chosen = os.environ.get("TORCH_EXTENSIONS_DIR")
     root = Path(chosen) if chosen else _own_extensions_dir()
@@ -105,7 +105,7 @@ def _op_builds_guarded() -> Iterator[None]:
                 )
             else:
                 baton.unlink()
-        yield
+        build_shm_op()  # None where the accelerator has no such op (GPUs); DeepSpeed's own call then finds it built
 
 
 def init_world() -> World:
@@ -117,8 +117,8 @@ def init_world() -> World:
         os.environ.setdefault("MASTER_PORT", str(_free_port()))
     cuda = torch.cuda.is_available()
     if not torch.distributed.is_initialized():
-        with _op_builds_guarded():
-            deepspeed.init_distributed(dist_backend="nccl" if cuda else "gloo")
+        _build_deepspeed_ops()
+        deepspeed.init_distributed(dist_backend="nccl" if cuda else "gloo")
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     device = torch.device("cuda", local_rank) if cuda else torch.device("cpu")
     if cuda:
