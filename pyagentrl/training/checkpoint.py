@@ -25,6 +25,8 @@ from pyagentrl.training.config import TrainConfig, save_config
 from pyagentrl.training.distributed import World
 
 LATEST = "latest"
+# What only resuming reads: DeepSpeed's states (and the conversion scripts DeepSpeed writes beside them) and the RNGs.
+RESUME_ONLY = ("deepspeed", "rng", "zero_to_fp32.py", "zero_to_torch.py")
 
 
 class ResumeError(ValueError):
@@ -94,6 +96,22 @@ def prune(root: Path, current: Path, keep: int) -> None:
         for old in kept[:-keep]:
             if old != current:
                 shutil.rmtree(old, ignore_errors=True)
+
+
+def keep_model_only(root: Path) -> Path:
+    """Reduces the checkpoints under ``root`` to the latest one without what only resuming reads: its model, config,
+    state and eval stay (to load or evaluate), and :func:`read_state` then refuses to resume it, by name."""
+    last = latest(root)
+    if last is None:
+        raise FileNotFoundError(f"{root}: no checkpoint to keep")
+    prune(root, last, keep=1)
+    for name in RESUME_ONLY:
+        path = last / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+    return last
 
 
 def latest(root: Path) -> Path | None:

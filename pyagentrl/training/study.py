@@ -32,7 +32,6 @@ import ctypes
 import importlib.metadata
 import json
 import math
-import shutil
 import signal
 import subprocess
 import sys
@@ -41,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pyagentrl.training.checkpoint import keep_model_only
 from pyagentrl.training.config import ConfigError, load_config, validate
 from pyagentrl.training.evaluate import wilson_interval
 from pyagentrl.training.metrics import read_metrics
@@ -50,8 +50,6 @@ _T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8
 _PHASES = ("rollout", "keys", "advantages", "old_logprobs", "update", "weight_sync")
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 _KEEP = ("model", "checkpoints")
-# What a checkpoint holds besides its model, config, state and eval: what resuming needs, and nothing else does.
-_RESUME_ONLY = ("deepspeed", "rng", "zero_to_fp32.py", "zero_to_torch.py")
 
 
 @dataclass
@@ -174,22 +172,6 @@ def _run(*args: str) -> None:
         raise RunFailed(f"{' '.join(args)} failed; rerun the study to continue from the last checkpoint")
 
 
-def keep_model_only(run: Path) -> None:
-    """Removes what only resuming needs from a scored run: every checkpoint but the last, and the last's optimizer
-    states and RNG states. Its model, config, state and eval stay; ``train --resume`` then refuses it by name."""
-    root = run / "checkpoints"
-    last = root / (root / "latest").read_text().strip()
-    for checkpoint in root.glob("iter_*"):
-        if checkpoint != last:
-            shutil.rmtree(checkpoint)
-    for name in _RESUME_ONLY:
-        path = last / name
-        if path.is_dir():
-            shutil.rmtree(path)
-        elif path.exists():
-            path.unlink()
-
-
 def run_arm(spec: StudySpec, family: str, arm: str, seed: int) -> dict[str, Any]:
     """Trains (or resumes, or skips) one run, scores its last checkpoint on held-out tasks, returns done.json."""
     seed_dir = spec.output / family / arm / f"seed{seed}"
@@ -197,7 +179,7 @@ def run_arm(spec: StudySpec, family: str, arm: str, seed: int) -> dict[str, Any]
     if done.is_file():
         result = dict(json.loads(done.read_text()))
         if spec.keep == "model":  # again: a study killed while removing, or one that kept checkpoints before
-            keep_model_only(Path(result["run"]))
+            keep_model_only(Path(result["run"]) / "checkpoints")
         return result
     seed_dir.mkdir(parents=True, exist_ok=True)
     overrides = [*spec.families[family], *spec.arms[arm], f"seed={seed}", "name=run", f"output_dir={seed_dir}"]
@@ -226,7 +208,7 @@ def run_arm(spec: StudySpec, family: str, arm: str, seed: int) -> dict[str, Any]
     tmp.write_text(json.dumps(result, indent=2) + "\n")
     tmp.replace(done)  # done.json appears whole or not at all
     if spec.keep == "model":  # only now: until done.json exists, a killed study resumes this run
-        keep_model_only(run)
+        keep_model_only(run / "checkpoints")
     return result
 
 
