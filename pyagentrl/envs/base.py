@@ -94,6 +94,19 @@ class TextEnv(abc.ABC):
         """Release processes or files held by the game (default: nothing)."""
 
     @property
+    def idle_reward(self) -> float:
+        """The reward of a turn whose reply names no admissible action: the game's price of a turn in which nothing
+        happens (0 unless the game charges every turn; a game that does must charge this one too, or a reply that
+        names no action would score better than a move)."""
+        return 0.0
+
+    @property
+    def anchor_is_state(self) -> bool:
+        """Whether the anchor text is the whole game state and the moves are deterministic, so that the same anchor
+        and action always give the same result (grids drawn in full; not text games with hidden state)."""
+        return False
+
+    @property
     def steps_taken(self) -> int:
         """Number of step calls since the last reset (invalid replies count: they cost a turn)."""
         return self._steps
@@ -123,7 +136,7 @@ class TextEnv(abc.ABC):
         action = self.parser.parse(reply, last.admissible_actions)
         try:
             if action is None:
-                result = replace(last, reward=0.0, action_valid=False, info={**last.info, "action": None})
+                result = replace(last, reward=self.idle_reward, action_valid=False, info={**last.info, "action": None})
             else:
                 result = self._step(action)
                 result.info.setdefault("action", action)

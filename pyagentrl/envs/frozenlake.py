@@ -47,6 +47,10 @@ class FrozenLakeEnv(TextEnv):
         self._env: Any = None
         self._desc: list[str] = []
 
+    @property
+    def anchor_is_state(self) -> bool:
+        return not self.slippery  # the grid shows the map and the player; a slippery lake moves at random
+
     def _render(self, state: int) -> str:
         row, col = divmod(state, self.size)
         lines = []

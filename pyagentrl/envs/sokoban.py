@@ -4,7 +4,8 @@ Only gym-sokoban's room generator is used (loaded by file path: the package's ``
 ``pkg_resources`` and the retired ``gym``); the moves and rewards follow gym-sokoban's ``SokobanEnv`` and the
 public verl-agent reference:
 
-* reward: -0.1 per step, +1 when a box reaches a target, -1 when one leaves a target, +10 when all are placed;
+* reward: -0.1 per step, +1 when a box reaches a target, -1 when one leaves a target, +10 when all are placed; a
+  reply that names no move costs its turn's -0.1 too (gym-sokoban's no-op, verl-agent's invalid action);
 * an action pushes a box when one is in the way and can move, otherwise it moves the player (or does nothing).
 
 The generator draws from the module-level ``random`` and ``numpy.random``; its private copy here is given its own
@@ -32,6 +33,7 @@ MOVES = {"up": (-1, 0), "down": (1, 0), "left": (0, -1), "right": (0, 1)}
 #: Text symbols of the verl-agent reference's text Sokoban.
 SYMBOLS = {WALL: "#", FLOOR: "_", TARGET: "O", BOX_ON_TARGET: "√", BOX: "X", PLAYER: "P"}
 PLAYER_ON_TARGET = "S"
+STEP_COST = -0.1  # every turn, a reply that names no move included (gym-sokoban's no-op, verl-agent's invalid action)
 
 _GEN_LOCK = threading.Lock()
 _room_utils: ModuleType | None = None
@@ -153,6 +155,14 @@ class SokobanEnv(TextEnv):
         self.fixed = np.zeros(self.dim_room, dtype=np.int8)
         self.state = np.zeros(self.dim_room, dtype=np.int8)
 
+    @property
+    def idle_reward(self) -> float:
+        return STEP_COST  # otherwise replying nonsense for a whole episode (0) would beat ten moves (-1)
+
+    @property
+    def anchor_is_state(self) -> bool:
+        return True  # the drawn room holds every wall, target, box and the player; moves are deterministic
+
     def _boxes_on_target(self) -> int:
         return int((self.state == BOX_ON_TARGET).sum())
 
@@ -196,7 +206,7 @@ class SokobanEnv(TextEnv):
             self.state[nr, nc] = PLAYER
             self.state[pr, pc] = self.fixed[pr, pc]  # floor or target left behind
         after = self._boxes_on_target()
-        reward = -0.1 + (1.0 if after > before else -1.0 if after < before else 0.0)
+        reward = STEP_COST + (1.0 if after > before else -1.0 if after < before else 0.0)
         if after == self.num_boxes:
             reward += 10.0
         return self._result(reward, moved)

@@ -1,10 +1,10 @@
 """``pyagentrl eval CHECKPOINT``: the success rate of a checkpoint's policy on held-out tasks (seeds from
-``EVAL_SEED_BASE`` on, which training never draws), one episode per task, with a Wilson 95 % interval."""
+``EVAL_SEED_BASE`` on, which training never draws), one episode per task, with a Wilson 95 % interval and each
+task's outcome."""
 
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -14,18 +14,8 @@ from pyagentrl.hashing import StateKeyer
 from pyagentrl.rollout import RolloutEngine, collect, make_engine
 from pyagentrl.rollout.models import resolve_model
 from pyagentrl.training.config import load_config
+from pyagentrl.training.stats import wilson_interval
 from pyagentrl.training.trainer import EVAL_SEED_BASE, rollout_config
-
-
-def wilson_interval(successes: int, trials: int, z: float = 1.959964) -> tuple[float, float]:
-    """The Wilson score interval of a binomial proportion (95 % for the default z)."""
-    if trials <= 0:
-        raise ValueError(f"trials must be positive, got {trials}")
-    p = successes / trials
-    denominator = 1 + z * z / trials
-    centre = (p + z * z / (2 * trials)) / denominator
-    half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / denominator
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def _engine(checkpoint: Path, base_model: str, name: str, options: dict[str, Any]) -> RolloutEngine:
@@ -76,6 +66,7 @@ def evaluate_checkpoint(
         "successes": wins,
         "success_rate": wins / s.num_trajs,
         "ci95": [low, high],
+        "won": [int(w) for w in won],  # task by task, in task-seed order: arms scored on the same tasks pair up
         "temperature": settings.sampling.temperature,
         "engine": name,
     }

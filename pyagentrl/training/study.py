@@ -22,7 +22,9 @@ run again; a run that was interrupted resumes from its latest checkpoint (``trai
 continues where it stopped. Once scored, a run keeps (``keep: model``, the default) only its last checkpoint's
 weights, config and evaluation: the DeepSpeed optimizer states and the earlier checkpoints are about 90 % of a run's
 disk (4.6 of 5.1 GB with the embedded model), and a study of dozens of runs would fill a disk with them.
-``keep: checkpoints`` keeps everything the trainer kept. The report is rebuilt from the run directories alone.
+``keep: checkpoints`` keeps everything the trainer kept. A run scored before evaluations recorded each task's
+outcome is scored again when the study passes over it (the report pairs arms task by task). The report is rebuilt
+from the run directories alone.
 """
 
 from __future__ import annotations
@@ -42,14 +44,13 @@ from typing import Any
 
 from pyagentrl.training.checkpoint import keep_model_only
 from pyagentrl.training.config import ConfigError, load_config, validate
-from pyagentrl.training.evaluate import wilson_interval
 from pyagentrl.training.metrics import read_metrics
+from pyagentrl.training.stats import mean_interval, paired_difference, wilson_interval
 
-# Two-sided 95 % quantiles of Student's t by degrees of freedom (1..10): the intervals across a few seeds.
-_T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
 _PHASES = ("rollout", "keys", "advantages", "old_logprobs", "update", "weight_sync")
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 _KEEP = ("model", "checkpoints")
+OPEN_LOOP_LENGTH = 8  # the blind reference's longest sequence: 4^8 sequences of a grid game's four moves
 
 
 @dataclass
@@ -172,12 +173,40 @@ def _run(*args: str) -> None:
         raise RunFailed(f"{' '.join(args)} failed; rerun the study to continue from the last checkpoint")
 
 
+def _write_done(done: Path, result: dict[str, Any]) -> None:
+    tmp = done.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result, indent=2) + "\n")
+    tmp.replace(done)  # done.json appears whole or not at all
+
+
+def _score_again(done: Path, result: dict[str, Any], tasks: int) -> dict[str, Any]:
+    """Scores a finished run's last checkpoint again for its per-task outcomes, which evaluations before they were
+    recorded lack. The evaluation is seeded, so the count should repeat; a different one is reported, and kept with
+    the earlier one beside it."""
+    checkpoint = Path(result["eval"]["checkpoint"])
+    print(f"[study] {done.parent}: scoring again for the per-task outcomes", flush=True)
+    _run("eval", str(checkpoint), "--tasks", str(tasks))
+    again = json.loads((checkpoint / "eval.json").read_text())
+    if again["successes"] != result["eval"]["successes"]:
+        print(
+            f"[study] {done.parent}: scored {again['successes']}/{again['tasks']} now, "
+            f"{result['eval']['successes']}/{result['eval']['tasks']} before; both are kept in done.json",
+            flush=True,
+        )
+        result["eval_before"] = result["eval"]
+    result["eval"] = again
+    _write_done(done, result)
+    return result
+
+
 def run_arm(spec: StudySpec, family: str, arm: str, seed: int) -> dict[str, Any]:
     """Trains (or resumes, or skips) one run, scores its last checkpoint on held-out tasks, returns done.json."""
     seed_dir = spec.output / family / arm / f"seed{seed}"
     done = seed_dir / "done.json"
     if done.is_file():
         result = dict(json.loads(done.read_text()))
+        if "won" not in result["eval"]:
+            result = _score_again(done, result, spec.eval_tasks)
         if spec.keep == "model":  # again: a study killed while removing, or one that kept checkpoints before
             keep_model_only(Path(result["run"]) / "checkpoints")
         return result
@@ -204,9 +233,7 @@ def run_arm(spec: StudySpec, family: str, arm: str, seed: int) -> dict[str, Any]
         "eval": json.loads((checkpoint / "eval.json").read_text()),
         "seconds_last_invocation": time.perf_counter() - clock,
     }
-    tmp = done.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result, indent=2) + "\n")
-    tmp.replace(done)  # done.json appears whole or not at all
+    _write_done(done, result)
     if spec.keep == "model":  # only now: until done.json exists, a killed study resumes this run
         keep_model_only(run / "checkpoints")
     return result
@@ -224,12 +251,28 @@ def run_study(spec: StudySpec) -> Path:
 
 def _mean_ci(values: list[float]) -> str:
     """The mean across seeds with the half-width of its 95 % t-interval (none from a single seed)."""
-    n = len(values)
-    mean = sum(values) / n
-    if n < 2:
-        return f"{mean:.3f} (one seed: no interval)"
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
-    return f"{mean:.3f} ± {_T95.get(n - 1, 1.96) * sd / math.sqrt(n):.3f}"
+    mean, half = mean_interval(values)
+    return f"{mean:.3f} (one seed: no interval)" if half is None else f"{mean:.3f} ± {half:.3f}"
+
+
+def _paired_cell(spec: StudySpec, family: str, arm: str, baseline: str) -> str:
+    """``arm``'s held-out success minus ``baseline``'s on the same tasks, pooled over the seeds both have finished."""
+    if arm == baseline:
+        return "baseline"
+    mine: list[int] = []
+    theirs: list[int] = []
+    for seed in spec.seeds:
+        pair = [spec.output / family / a / f"seed{seed}" / "done.json" for a in (arm, baseline)]
+        if all(p.is_file() for p in pair):
+            a, b = (json.loads(p.read_text())["eval"].get("won") for p in pair)
+            if a is None or b is None:
+                return "no per-task outcomes (rerun the study to score again)"
+            mine += a
+            theirs += b
+    if len(mine) < 2:
+        return ""
+    d = paired_difference(mine, theirs)
+    return f"{d.difference:+.3f} ({d.low:+.3f} to {d.high:+.3f}), p {d.p_value:.2f}, {d.tasks} tasks"
 
 
 def _average(rows: list[dict[str, Any]], key: str) -> float:
@@ -287,6 +330,27 @@ def _untrained_line(spec: StudySpec, family: str) -> str:
     )
 
 
+def _open_loop_line(spec: StudySpec, family: str) -> str:
+    """The family's best blind policy on the held-out tasks: a score a policy must beat to show it reads the state."""
+    from pyagentrl.envs import env_factory
+    from pyagentrl.envs.open_loop import best_open_loop
+    from pyagentrl.training.trainer import EVAL_SEED_BASE
+
+    env = load_config(spec.config, spec.families[family]).env
+    factory = env_factory(env.name, **env.options)
+    length = min(OPEN_LOOP_LENGTH, factory().max_steps)
+    try:
+        best = best_open_loop(factory, [EVAL_SEED_BASE + k for k in range(spec.eval_tasks)], length)
+    except ValueError as exc:
+        return f"Blind reference: none ({exc})."
+    low, high = wilson_interval(best.wins, best.tasks)
+    return (
+        f"Blind reference: the best fixed sequence of at most {length} actions, played on every held-out task without "
+        f"looking ({', '.join(best.actions)}), wins {best.wins}/{best.tasks} ({best.wins / best.tasks:.3f}, Wilson "
+        f"95 % {low:.3f}-{high:.3f}). A held-out success at or below it does not show that a policy reads the state."
+    )
+
+
 def write_report(spec: StudySpec) -> Path:
     """``<report>/README.md`` (table, statistics, versions) and ``<report>/curves.png`` from the finished runs."""
     import matplotlib
@@ -310,6 +374,7 @@ def write_report(spec: StudySpec) -> Path:
         f"{_versions(spec.source.parent)}.",
         "",
     ]
+    baseline = next(iter(spec.arms))  # the first arm: the others are compared with it task by task
     figure, axes = plt.subplots(1, len(spec.families), figsize=(6 * len(spec.families), 4), squeeze=False)
     for panel, family in zip(axes[0], spec.families, strict=True):
         lines += [
@@ -317,14 +382,15 @@ def write_report(spec: StudySpec) -> Path:
             "",
             "| arm | held-out success (mean of seeds, 95 % t-CI) | pooled held-out episodes (Wilson 95 %) | "
             "training success AUC (95 % t-CI) | rows in anchor groups >= 2 | anchor purity | advantage std | "
+            f"held-out minus {baseline}'s, same tasks (95 % CI; McNemar p) | "
             "training seconds per run | keys + advantages per iteration | seeds done |",
-            "|---|---|---|---|---|---|---|---|---|---|",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for arm in spec.arms:
             done = [spec.output / family / arm / f"seed{s}" / "done.json" for s in spec.seeds]
             results = [json.loads(p.read_text()) for p in done if p.is_file()]
             if not results:
-                lines.append(f"| {arm} | | | | | | | | | 0 of {len(spec.seeds)} |")
+                lines.append(f"| {arm} | | | | | | | | | | 0 of {len(spec.seeds)} |")
                 continue
             metrics = [read_metrics(Path(r["run"])) for r in results]
             curves = [[row["success_rate"] for row in m] for m in metrics]
@@ -347,10 +413,11 @@ def write_report(spec: StudySpec) -> Path:
                 f"| {arm} | {success} | {wins}/{episodes} ({low:.3f}-{high:.3f}) | "
                 f"{auc} | {_average(rows, 'anchor_rows_in_groups'):.3f} | "
                 f"{_average(rows, 'anchor_purity'):.3f} | {_average(rows, 'advantage_std'):.3f} | "
+                f"{_paired_cell(spec, family, arm, baseline)} | "
                 f"{sum(seconds) / len(seconds):.0f} s | {1e3 * sum(own) / len(own):.1f} ms | "
                 f"{len(results)} of {len(spec.seeds)} |"
             )
-        lines += ["", _untrained_line(spec, family), ""]
+        lines += ["", _untrained_line(spec, family), "", _open_loop_line(spec, family), ""]
         panel.set_title(family)
         panel.set_xlabel("iteration")
         panel.set_ylabel("training success rate (band: min-max over seeds)")
@@ -361,7 +428,11 @@ def write_report(spec: StudySpec) -> Path:
         "Held-out success: each seed's last checkpoint on the held-out tasks; ± is the half-width of the 95 % "
         "t-interval across seeds. AUC: the mean training success rate over iterations. Anchor statistics and the "
         "advantage std are averages over iterations and seeds; purity compares the anchor groups with exact keys "
-        "(1 for exact anchors). Training seconds: the sum of the logged phases of every iteration of a run; on a "
+        "(1 for exact anchors). Held-out minus the first arm's: the difference of the two success rates on the same "
+        "held-out tasks (every run plays the same task seeds), pooled over the seeds both arms have finished, with the "
+        "t-interval of the per-task differences and McNemar's exact p; it measures the evaluation's noise for these "
+        "trained runs, not the training noise between seeds, which only the interval across seeds includes. "
+        "Training seconds: the sum of the logged phases of every iteration of a run; on a "
         "shared machine they vary with its load. Keys + advantages: the only phases that differ between the arms "
         "(anchor keys and the estimator), averaged over iterations.",
         "",

@@ -102,6 +102,20 @@ def test_sokoban_wall_bump_keeps_state() -> None:
     pytest.skip("player not next to a wall")
 
 
+def test_sokoban_charges_a_turn_that_names_no_move() -> None:
+    # gym-sokoban charges its no-op -0.1 like any step, and verl-agent plays an invalid reply as that no-op. A free
+    # invalid reply would make ten replies of nonsense (0) score above ten wall bumps (-1): the policy learns to
+    # stop answering. FrozenLake charges no turn, so its invalid reply stays at 0.
+    env = make_env("sokoban", max_steps=3)
+    first = env.reset(0)
+    out = env.step("no move here")
+    assert not out.action_valid and out.observation == first.observation and out.reward == pytest.approx(-0.1)
+    lake = make_env("frozenlake", size=3)
+    lake.reset(0)
+    out = lake.step("no move here")
+    assert not out.action_valid and out.reward == 0.0
+
+
 def test_sokoban_seeding_is_thread_safe() -> None:
     from pyagentrl.envs.sokoban import generate
 

@@ -70,12 +70,14 @@ def test_study_runs_each_arm_once_and_resumes(tmp_path: Path) -> None:
     assert len(done) == 4
     results = [json.loads(p.read_text()) for p in done]
     assert all(r["eval"]["tasks"] == 2 and r["eval"]["checkpoint"].startswith(str(runs)) for r in results)
+    assert all(len(r["eval"]["won"]) == 2 for r in results)  # each task's outcome: the arms pair up task by task
     table = (report / "README.md").read_text()
     assert "| grpo |" in table and "| gigpo-simhash |" in table and "2 of 2 |" in table
     assert table.count(" ms | 2 of 2 |") == 2  # the arms' own seconds (keys + advantages)
     assert len({line.count("|") for line in table.splitlines() if line.startswith("|")}) == 1  # one column count
     assert "Status: 4 of 4 runs finished." in table
     assert " ± " in table and "nan" not in table  # two seeds: an interval
+    assert "| baseline |" in table and table.count(", 4 tasks |") == 1  # gigpo-simhash − grpo over 2 seeds x 2 tasks
     assert (report / "curves.png").stat().st_size > 10_000
     metrics = [json.loads(line) for line in (Path(results[0]["run"]) / "metrics.jsonl").read_text().splitlines()]
     assert 0 < metrics[0]["anchor_purity"] <= 1
@@ -89,11 +91,19 @@ def test_study_runs_each_arm_once_and_resumes(tmp_path: Path) -> None:
 
     assert all((Path(r["eval"]["checkpoint"]) / "deepspeed").is_dir() for r in results)  # keep: checkpoints
 
-    # Nothing left to do: no run starts, the finished runs are untouched.
-    stamps = {p: p.stat().st_mtime_ns for p in done}
+    # Nothing left to train: no run starts. A run scored before evaluations kept each task's outcome is scored
+    # again (the seeded evaluation repeats its count); the other finished runs are untouched.
+    before = json.loads(done[0].read_text())
+    del before["eval"]["won"]
+    done[0].write_text(json.dumps(before))
+    stamps = {p: p.stat().st_mtime_ns for p in done[1:]}
     again = cli(*args)
     assert ": training" not in again.stdout and ": resuming" not in again.stdout
-    assert {p: p.stat().st_mtime_ns for p in done} == stamps
+    assert again.stdout.count("scoring again") == 1 and f"{done[0].parent}: scoring again" in again.stdout
+    assert {p: p.stat().st_mtime_ns for p in done[1:]} == stamps
+    rescored = json.loads(done[0].read_text())
+    assert rescored["eval"]["successes"] == before["eval"]["successes"] and "eval_before" not in rescored
+    assert len(rescored["eval"]["won"]) == 2
 
     # Interrupted after its checkpoint: resumed (not retrained); a run that died before any checkpoint: retrained.
     (runs / "frozenlake" / "grpo" / "seed2" / "done.json").unlink()
@@ -141,6 +151,8 @@ def test_report_only_needs_no_finished_run(tmp_path: Path) -> None:
     assert "0 of 2 |" in table and "Untrained policy: no finished run yet." in table and out.returncode == 0
     assert len({line.count("|") for line in table.splitlines() if line.startswith("|")}) == 1  # one column count
     assert "Status: 0 of 4 runs finished (rerun" in table and "FINDINGS.md" not in table
+    # 4x4 maps need six moves, the episodes last three: no blind sequence wins (tests/envs/test_open_loop.py).
+    assert "Blind reference: the best fixed sequence of at most 3 actions" in table and "wins 0/2" in table
     # A hand-written FINDINGS.md beside the report is linked, and never overwritten.
     (tmp_path / "r" / "FINDINGS.md").write_text("by hand\n")
     cli(*args, "--report-only")
