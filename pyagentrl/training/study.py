@@ -272,7 +272,7 @@ def _paired_cell(spec: StudySpec, family: str, arm: str, baseline: str) -> str:
     if len(mine) < 2:
         return ""
     d = paired_difference(mine, theirs)
-    return f"{d.difference:+.3f} ({d.low:+.3f} to {d.high:+.3f}), p {d.p_value:.2f}, {d.tasks} tasks"
+    return f"{d.difference:+.3f} ({d.low:+.3f} to {d.high:+.3f}), p {d.p_value:.2g}, {d.tasks} tasks"
 
 
 def _average(rows: list[dict[str, Any]], key: str) -> float:
