@@ -338,10 +338,10 @@ def _open_loop_line(spec: StudySpec, family: str) -> str:
 
     env = load_config(spec.config, spec.families[family]).env
     factory = env_factory(env.name, **env.options)
-    length = min(OPEN_LOOP_LENGTH, factory().max_steps)
     try:
+        length = min(OPEN_LOOP_LENGTH, factory().max_steps)
         best = best_open_loop(factory, [EVAL_SEED_BASE + k for k in range(spec.eval_tasks)], length)
-    except ValueError as exc:
+    except (ValueError, ImportError, OSError) as exc:  # a text game, or one whose data is not here: no reference
         return f"Blind reference: none ({exc})."
     low, high = wilson_interval(best.wins, best.tasks)
     return (

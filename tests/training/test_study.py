@@ -195,3 +195,11 @@ def test_a_killed_study_leaves_no_run_behind(tmp_path: Path) -> None:
         time.sleep(0.1)
     os.kill(child, signal.SIGKILL)
     pytest.fail("the study's child outlived the study")
+
+
+def test_a_family_without_a_blind_reference_says_why(tmp_path: Path) -> None:
+    from pyagentrl.training.study import _open_loop_line
+
+    families = {"slippery": {"env.options": {"size": 3, "slippery": True, "max_steps": 3}}}
+    spec = load_spec(_spec(tmp_path, families=families), output=tmp_path / "runs")
+    assert _open_loop_line(spec, "slippery").startswith("Blind reference: none (FrozenLakeEnv: an open-loop score")
