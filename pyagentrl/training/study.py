@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pyagentrl.training.checkpoint import keep_model_only
+from pyagentrl.training.checkpoint import keep_model_only, write_atomic
 from pyagentrl.training.config import ConfigError, load_config, validate
 from pyagentrl.training.metrics import read_metrics
 from pyagentrl.training.stats import mean_interval, paired_difference, wilson_interval
@@ -173,12 +173,6 @@ def _run(*args: str) -> None:
         raise RunFailed(f"{' '.join(args)} failed; rerun the study to continue from the last checkpoint")
 
 
-def _write_done(done: Path, result: dict[str, Any]) -> None:
-    tmp = done.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result, indent=2) + "\n")
-    tmp.replace(done)  # done.json appears whole or not at all
-
-
 def _score_again(done: Path, result: dict[str, Any], tasks: int) -> dict[str, Any]:
     """Scores a finished run's last checkpoint again for its per-task outcomes, which evaluations before they were
     recorded lack. The evaluation is seeded, so the count should repeat; a different one is reported, and kept with
@@ -195,7 +189,7 @@ def _score_again(done: Path, result: dict[str, Any], tasks: int) -> dict[str, An
         )
         result["eval_before"] = result["eval"]
     result["eval"] = again
-    _write_done(done, result)
+    write_atomic(done, json.dumps(result, indent=2) + "\n")  # whole or not at all
     return result
 
 
@@ -233,7 +227,7 @@ def run_arm(spec: StudySpec, family: str, arm: str, seed: int) -> dict[str, Any]
         "eval": json.loads((checkpoint / "eval.json").read_text()),
         "seconds_last_invocation": time.perf_counter() - clock,
     }
-    _write_done(done, result)
+    write_atomic(done, json.dumps(result, indent=2) + "\n")  # done.json appears whole or not at all
     if spec.keep == "model":  # only now: until done.json exists, a killed study resumes this run
         keep_model_only(run / "checkpoints")
     return result
