@@ -289,7 +289,7 @@ def collect(
         for i, prompt, g in zip(live, prompts, generations, strict=True):
             r = new[i]
             penalty = 0.0 if r.action_valid else config.invalid_action_penalty
-            step = _Step(prompt, g, replies[i], r.reward, r.reward - penalty, r.action_valid, current[i].anchor)
+            step = _Step(prompt, g, replies[i], r.reward - penalty, r.action_valid, current[i].anchor)
             episodes[i].append(step)
             won[i] = r.won
             if conversation is not None:
@@ -307,8 +307,7 @@ class _Step:
     prompt_ids: list[int]
     generation: Generation
     reply: str  # the response prefix and the generation's text: what the environment received
-    env_reward: float
-    reward: float  # env_reward less the invalid-action penalty
+    reward: float  # the environment's reward less the invalid-action penalty
     valid: bool
     anchor: str  # the state the action was taken from
 
@@ -397,9 +396,9 @@ def _assemble(
     _, dense_groups = torch.unique(group_of_traj, return_inverse=True)  # a group whose every member failed drops out
     group_ids = dense_groups[traj_ids]
     rewards = torch.tensor([step.reward for _, _, step in rows], dtype=torch.float32)
-    # The episode score is the environment's own return (no penalty): what success and GRPO's A^E compare.
-    env_rewards = torch.tensor([step.env_reward for _, _, step in rows], dtype=torch.float32)
-    score_of_traj = torch.zeros(len(kept)).index_add_(0, traj_ids, env_rewards)
+    # The episode score is the return of the rewards trained on, penalties included: every estimator's outcome
+    # term (GRPO's A^E too) then tells a reply that names no move from a move. Success is `won`, not this score.
+    score_of_traj = torch.zeros(len(kept)).index_add_(0, traj_ids, rewards)
     anchors = [step.anchor for _, _, step in rows]
     clock = time.perf_counter()
     anchor_ids = torch.from_numpy(np.asarray(keyer.assign(anchors, group_ids.numpy()), dtype=np.int64))

@@ -82,6 +82,10 @@ def test_batch_invariants(engine, family, prompting):
     assert rollout.invalid_rate > 0
     if family == "frozenlake":
         assert torch.all(steps.rewards[~rollout.action_valid] == torch.tensor(-0.1))
+        # The episode score counts the penalties: FrozenLake pays 1 for a win, so R = won - 0.1 x invalid replies.
+        invalid = torch.zeros(steps.num_trajs).index_add_(0, steps.traj_ids, (~rollout.action_valid).float())
+        won = torch.zeros(steps.num_trajs, dtype=torch.bool).index_put_((steps.traj_ids,), rollout.won)
+        torch.testing.assert_close(steps.episode_scores, (won.float() - 0.1 * invalid)[steps.traj_ids])
     # Masks cover exactly the sampled tokens.
     tokens = rollout.tokens("step")
     for r in range(steps.num_rows):
