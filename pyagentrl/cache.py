@@ -65,9 +65,12 @@ def private_file(path: Path, suffix: str = "") -> Path:
 
 
 def atomic_write(path: Path, text: str) -> None:
-    """Write `text` so that readers see the whole file or none (group members may generate concurrently).
+    """Write `text` so that readers see the whole file or none, even after a crash or power loss.
 
-    The file gets the usual mode for new files (``0o666`` less the umask), not `mkstemp`'s private ``0o600``.
+    Concurrent writers (group members generating the same game) each write their own temporary file, and the
+    last rename wins. The data is flushed to disk before the rename, so a crash cannot leave a renamed but empty
+    file (a checkpoint's ``latest`` pointing nowhere). The file gets the usual mode for new files (``0o666`` less
+    the umask), not `mkstemp`'s private ``0o600``.
     """
     # Like mkstemp (a fresh name, O_EXCL) but created 0o666, which the kernel reduces by the umask.
     tmp = path.parent / f".{path.name}-{secrets.token_hex(8)}"
@@ -75,6 +78,8 @@ def atomic_write(path: Path, text: str) -> None:
     try:
         with os.fdopen(fd, "w") as f:
             f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from pyagentrl.cache import atomic_write
 from pyagentrl.training import actor as actor_lib
 from pyagentrl.training.config import TrainConfig, save_config
 from pyagentrl.training.distributed import World
@@ -35,15 +36,6 @@ class ResumeError(ValueError):
 
 def checkpoint_name(iterations_done: int) -> str:
     return f"iter_{iterations_done:06d}"
-
-
-def write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def rng_state() -> dict[str, Any]:
@@ -79,7 +71,7 @@ def save(
     if world.is_main:
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
-        write_atomic(root / LATEST, final.name + "\n")
+        atomic_write(root / LATEST, final.name + "\n")
         prune(root, final, keep)
     world.barrier()
     return final

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pyagentrl.training.checkpoint import write_atomic
+from pyagentrl.cache import atomic_write
 
 METRICS_FILE = "metrics.jsonl"
 
@@ -38,7 +38,7 @@ class MetricsLog:
     def __init__(self, run_dir: Path, start: int) -> None:
         self.path = run_dir / METRICS_FILE
         kept = [row for row in read_metrics(run_dir) if row.get("iteration", math.inf) < start]
-        write_atomic(self.path, "".join(json.dumps(row) + "\n" for row in kept))
+        atomic_write(self.path, "".join(json.dumps(row) + "\n" for row in kept))
         self.file = open(self.path, "a")  # noqa: SIM115 - open for the life of the run
         self.writer = None
         try:

@@ -42,7 +42,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pyagentrl.training.checkpoint import keep_model_only, write_atomic
+from pyagentrl.cache import atomic_write
+from pyagentrl.training.checkpoint import keep_model_only
 from pyagentrl.training.config import ConfigError, load_config, validate
 from pyagentrl.training.metrics import read_metrics
 from pyagentrl.training.stats import mean_interval, paired_difference, wilson_interval
@@ -189,7 +190,7 @@ def _score_again(done: Path, result: dict[str, Any], tasks: int) -> dict[str, An
         )
         result["eval_before"] = result["eval"]
     result["eval"] = again
-    write_atomic(done, json.dumps(result, indent=2) + "\n")  # whole or not at all
+    atomic_write(done, json.dumps(result, indent=2) + "\n")  # whole or not at all
     return result
 
 
@@ -227,7 +228,7 @@ def run_arm(spec: StudySpec, family: str, arm: str, seed: int) -> dict[str, Any]
         "eval": json.loads((checkpoint / "eval.json").read_text()),
         "seconds_last_invocation": time.perf_counter() - clock,
     }
-    write_atomic(done, json.dumps(result, indent=2) + "\n")  # done.json appears whole or not at all
+    atomic_write(done, json.dumps(result, indent=2) + "\n")  # done.json appears whole or not at all
     if spec.keep == "model":  # only now: until done.json exists, a killed study resumes this run
         keep_model_only(run / "checkpoints")
     return result

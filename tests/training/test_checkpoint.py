@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from pyagentrl.cache import atomic_write
 from pyagentrl.training import checkpoint
 
 
@@ -19,9 +20,9 @@ def _make(root: Path, *iterations: int) -> None:
 def test_latest_is_none_before_the_first_checkpoint_and_refuses_a_dangling_pointer(tmp_path):
     assert checkpoint.latest(tmp_path) is None
     _make(tmp_path, 2)
-    checkpoint.write_atomic(tmp_path / "latest", "iter_000002\n")
+    atomic_write(tmp_path / "latest", "iter_000002\n")
     assert checkpoint.latest(tmp_path) == tmp_path / "iter_000002"
-    checkpoint.write_atomic(tmp_path / "latest", "iter_000004\n")  # gone: resuming from 0 would lose the run
+    atomic_write(tmp_path / "latest", "iter_000004\n")  # gone: resuming from 0 would lose the run
     with pytest.raises(FileNotFoundError, match="iter_000004, which is missing or incomplete"):
         checkpoint.latest(tmp_path)
 
