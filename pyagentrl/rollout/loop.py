@@ -46,6 +46,10 @@ class RolloutConfig:
     # Text the assistant's turn starts with, given to the engine as part of the prompt (not sampled, not trained);
     # the environment receives it followed by the sampled text. E.g. "<action>" with stop ("</action>",).
     response_prefix: str = ""
+    # Key anchor states per turn: rows share an anchor only when they were taken at the same step of their
+    # episodes. Under a time limit with per-turn costs the return from a state depends on the turns left,
+    # which the observation does not show (docs/algorithms.md, (G9)).
+    time_aware_anchors: bool = False
 
     def __post_init__(self) -> None:
         check_answer_format(self.answer_format)
@@ -299,7 +303,9 @@ def collect(
         active = [active[i] and not new[i].done for i in range(n)]
         seconds["prompts"] += time.perf_counter() - clock
 
-    return _assemble(episodes, won, envs.group_size, keyer, conversation, seconds, generated, tokenizer)
+    return _assemble(
+        episodes, won, envs.group_size, keyer, config.time_aware_anchors, conversation, seconds, generated, tokenizer
+    )
 
 
 @dataclass(frozen=True)
@@ -381,6 +387,7 @@ def _assemble(
     won: list[bool],
     group_size: int,
     keyer: StateKeyer,
+    time_aware: bool,
     conversation: _Conversation | None,
     seconds: dict[str, float],
     generated: int,
@@ -399,16 +406,19 @@ def _assemble(
     # The episode score is the return of the rewards trained on, penalties included: every estimator's outcome
     # term (GRPO's A^E too) then tells a reply that names no move from a move. Success is `won`, not this score.
     score_of_traj = torch.zeros(len(kept)).index_add_(0, traj_ids, rewards)
+    step_ids = torch.tensor([s for _, s, _ in rows], dtype=torch.int64)
     anchors = [step.anchor for _, _, step in rows]
+    # Rows may share an anchor within their task group, or with time-aware anchors within (task group, step).
+    key_groups = group_ids * (int(step_ids.max()) + 1) + step_ids if time_aware else group_ids
     clock = time.perf_counter()
-    anchor_ids = torch.from_numpy(np.asarray(keyer.assign(anchors, group_ids.numpy()), dtype=np.int64))
+    anchor_ids = torch.from_numpy(np.asarray(keyer.assign(anchors, key_groups.numpy()), dtype=np.int64))
     seconds["keys"] += time.perf_counter() - clock
     steps = StepBatch(
         rewards=rewards,
         episode_scores=score_of_traj[traj_ids],
         group_ids=group_ids,
         traj_ids=traj_ids,
-        step_ids=torch.tensor([s for _, s, _ in rows], dtype=torch.int64),
+        step_ids=step_ids,
         anchor_ids=anchor_ids,
     )
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id

@@ -52,6 +52,7 @@ class RolloutSettings:
 class AnchorConfig:
     mode: str = "exact"  # exact, minhash, simhash or embedding (pyagentrl.hashing.StateKeyer)
     options: dict[str, Any] = field(default_factory=dict)  # other StateKeyer settings: threshold, k, model, ...
+    time_aware: bool = False  # rows share an anchor only at the same step (rollout.RolloutConfig.time_aware_anchors)
 
 
 @dataclass

@@ -56,6 +56,7 @@ def rollout_config(config: TrainConfig, sampling_seed: int | None) -> RolloutCon
         system_prompt=r.system_prompt,
         answer_format=r.answer_format,
         response_prefix=r.response_prefix,
+        time_aware_anchors=config.anchors.time_aware,
     )
 
 

@@ -106,6 +106,30 @@ def test_gigpo_combines_episode_and_step_terms():
     torch.testing.assert_close(out, torch.tensor([1.0 - 0.5, 1.0, -1.0 + 0.5, -1.0]))
 
 
+def test_gigpo_state_anchors_reward_waiting_under_a_time_limit():
+    """(G9): two failed 10-turn episodes at 0.1 a turn; A leaves state s at turn 0, B stays in s all ten turns."""
+    gamma, turns = 0.95, 10
+    trajs = torch.tensor([0] * turns + [1] * turns)
+    steps = torch.arange(turns).repeat(2)
+    returns = ops.discounted_returns(
+        torch.full((2 * turns,), -0.1, dtype=torch.float64), traj_ids=trajs, step_ids=steps, gamma=gamma
+    )
+    closed_form = torch.tensor([-0.1 * (1 - gamma ** (turns - t)) / (1 - gamma) for t in range(turns)] * 2)
+    torch.testing.assert_close(returns, closed_form.double())
+    ids = {"group_ids": torch.zeros(2 * turns, dtype=torch.int64), "traj_ids": trajs, "norm": "mean_norm"}
+    scores = torch.full((2 * turns,), -1.0, dtype=torch.float64)
+    # State anchors: s (id 0) holds A's first row and all of B's; A's later states are its own.
+    by_state = torch.tensor([0, *range(1, turns), *[0] * turns])
+    out = ops.gigpo_advantage(scores, returns, anchor_ids=by_state, **ids)
+    in_s = by_state == 0
+    torch.testing.assert_close(out[in_s], returns[in_s] - returns[in_s].mean())
+    assert out[0] < -0.29 and out[turns:].sum() > 0.29  # leaving is punished, staying rewarded: same outcome
+    # Time-aware anchors (s at turn 0 groups only with s at turn 0): equal turns left, no credit either way.
+    by_state_and_turn = torch.tensor([0, *range(1, turns), 0, *range(turns, 2 * turns - 1)])
+    out = ops.gigpo_advantage(scores, returns, anchor_ids=by_state_and_turn, **ids)
+    torch.testing.assert_close(out, torch.zeros(2 * turns, dtype=torch.float64))
+
+
 @settings(max_examples=40, deadline=None)
 @given(batches)
 def test_gagpo_lambda_one_is_return_minus_value(case):

@@ -51,9 +51,13 @@ def engine(request):
     eng.close()
 
 
-def _run(engine, family: str, prompting: str, seed: int = 0, temperature: float = 1.0) -> tuple[Rollout, list]:
+def _run(
+    engine, family: str, prompting: str, seed: int = 0, temperature: float = 1.0, **options: object
+) -> tuple[Rollout, list]:
     config = RolloutConfig(
-        prompting=prompting, sampling=SamplingConfig(temperature=temperature, max_new_tokens=16, seed=seed)
+        prompting=prompting,
+        sampling=SamplingConfig(temperature=temperature, max_new_tokens=16, seed=seed),
+        **options,  # type: ignore[arg-type]
     )
     make = functools.partial(Recording, family, max_steps=3)
     with EnvBatch(make, num_groups=2, group_size=3, backend="serial") as envs:
@@ -97,6 +101,18 @@ def test_batch_invariants(engine, family, prompting):
     assert int(tokens.attention_mask.sum()) == sum(
         len(p) + len(q) for p, q in zip(rollout.prompt_ids, rollout.response_ids, strict=True)
     )
+
+
+def test_time_aware_anchors_key_states_per_turn(engine):
+    import_peer("gymnasium")
+    rollout, _ = _run(engine, "frozenlake", "window", time_aware_anchors=True)
+    s = rollout.steps
+    key = list(zip(s.group_ids.tolist(), s.step_ids.tolist(), rollout.anchors, strict=True))
+    same_id = s.anchor_ids[:, None] == s.anchor_ids[None, :]
+    same_key = torch.tensor([[a == b for b in key] for a in key])
+    assert torch.equal(same_id, same_key)  # one anchor exactly for one (task group, step, state)
+    # Not vacuous: some state recurs at another step of its group (a random model's replies rarely move).
+    assert any(a[0] == b[0] and a[2] == b[2] and a[1] != b[1] for a in key for b in key)
 
 
 def test_layouts_carry_the_same_actions_and_rewards(engine):

@@ -56,6 +56,15 @@ def test_a_mapping_override_replaces_a_free_form_mapping():
         load_config(TINY, ["env={bogus: 1}"])
 
 
+def test_time_aware_anchors_reach_the_rollout():
+    from pyagentrl.training.trainer import rollout_config
+
+    assert not rollout_config(load_config(TINY), None).time_aware_anchors
+    assert rollout_config(load_config(TINY, ["anchors.time_aware=true"]), None).time_aware_anchors
+    with pytest.raises(ConfigError, match=r"anchors\.time_aware"):
+        load_config(TINY, ["anchors.time_aware=sometimes"])
+
+
 def test_grpo_takes_groups_of_one():
     _check("env.group_size=1", "algorithm.estimator=grpo")
 

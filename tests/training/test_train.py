@@ -83,6 +83,7 @@ def test_lora_with_kl_entropy_conversation_rows_and_dynamic_sampling(tmp_path):
         "iterations=2",
         "algorithm.estimator=gagpo",
         "algorithm.dynamic_sampling=true",
+        "anchors.time_aware=true",
         "rollout.prompting=conversation",
         "rollout.response_prefix=<action>",
         "rollout.answer_format=direct",
