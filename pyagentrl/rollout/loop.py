@@ -27,7 +27,7 @@ from pyagentrl.envs import EnvBatch, PromptBuilder
 from pyagentrl.envs.base import StepResult, Task
 from pyagentrl.envs.prompts import apply_chat_template, build_messages, check_answer_format, render_prompt
 from pyagentrl.hashing import StateKeyer
-from pyagentrl.ops import StepBatch
+from pyagentrl.ops import StepBatch, factorize_pairs
 from pyagentrl.rollout.engine import Generation, RolloutEngine, SamplingConfig
 
 Prompting = Literal["window", "conversation"]
@@ -59,6 +59,8 @@ class RolloutConfig:
             raise ValueError(f"history_length must be >= 0, got {self.history_length}")
         if not (self.invalid_action_penalty >= 0 and np.isfinite(self.invalid_action_penalty)):
             raise ValueError(f"invalid_action_penalty must be finite and >= 0, got {self.invalid_action_penalty}")
+        if not isinstance(self.time_aware_anchors, bool):  # a truthy string such as "no" would turn it on
+            raise TypeError(f"time_aware_anchors must be a bool, got {self.time_aware_anchors!r}")
 
 
 @dataclass
@@ -409,7 +411,7 @@ def _assemble(
     step_ids = torch.tensor([s for _, s, _ in rows], dtype=torch.int64)
     anchors = [step.anchor for _, _, step in rows]
     # Rows may share an anchor within their task group, or with time-aware anchors within (task group, step).
-    key_groups = group_ids * (int(step_ids.max()) + 1) + step_ids if time_aware else group_ids
+    key_groups = factorize_pairs(group_ids, step_ids)[0] if time_aware else group_ids
     clock = time.perf_counter()
     anchor_ids = torch.from_numpy(np.asarray(keyer.assign(anchors, key_groups.numpy()), dtype=np.int64))
     seconds["keys"] += time.perf_counter() - clock

@@ -190,8 +190,12 @@ def _score_again(done: Path, result: dict[str, Any], tasks: int) -> dict[str, An
         )
         result["eval_before"] = result["eval"]
     result["eval"] = again
-    atomic_write(done, json.dumps(result, indent=2) + "\n")  # whole or not at all
+    _write_done(done, result)
     return result
+
+
+def _write_done(done: Path, result: dict[str, Any]) -> None:
+    atomic_write(done, json.dumps(result, indent=2) + "\n")  # done.json appears whole or not at all
 
 
 def run_arm(spec: StudySpec, family: str, arm: str, seed: int) -> dict[str, Any]:
@@ -228,7 +232,7 @@ def run_arm(spec: StudySpec, family: str, arm: str, seed: int) -> dict[str, Any]
         "eval": json.loads((checkpoint / "eval.json").read_text()),
         "seconds_last_invocation": time.perf_counter() - clock,
     }
-    atomic_write(done, json.dumps(result, indent=2) + "\n")  # done.json appears whole or not at all
+    _write_done(done, result)
     if spec.keep == "model":  # only now: until done.json exists, a killed study resumes this run
         keep_model_only(run / "checkpoints")
     return result

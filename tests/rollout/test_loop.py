@@ -173,6 +173,8 @@ def test_bad_settings_fail_at_start():
         RolloutConfig(prompting="chat")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="invalid_action_penalty"):
         RolloutConfig(invalid_action_penalty=float("nan"))
+    with pytest.raises(TypeError, match="time_aware_anchors must be a bool, got 'no'"):
+        RolloutConfig(time_aware_anchors="no")  # type: ignore[arg-type]
 
 
 def test_a_prompt_longer_than_the_context_is_refused(engine):
