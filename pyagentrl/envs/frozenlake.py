@@ -1,21 +1,59 @@
 """FrozenLake (gymnasium) on seeded random maps, shown as a plain-text grid.
 
 The seed picks the map (``generate_random_map(seed=)``) and, for the slippery variant, the transition noise, so
-the members of a group see the same lake and, given the same actions, the same moves. The grid is drawn from
-the map and the position, not from gymnasium's ANSI render, whose player marker is a colour code.
+the members of a group see the same lake and, given the same actions, the same moves. gymnasium's maps put the
+start top-left and the goal bottom-right, so on small maps one fixed sequence of moves wins most of them
+(`pyagentrl.envs.open_loop`); ``random_start_goal`` draws both cells per seed, so that winning takes reading the
+map. The grid is drawn from the map and the position, not from gymnasium's ANSI render, whose player marker is a
+colour code.
 
 Reward: 1.0 on reaching the goal (won), 0 otherwise; falling into a hole ends the episode.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any
+
+import numpy as np
 
 from pyagentrl.envs.base import StepResult, Task, TextEnv
 from pyagentrl.envs.parsing import ActionParser
 
 ACTIONS = ("left", "down", "right", "up")  # gymnasium's action ids 0..3
 SYMBOLS = {"S": "_", "F": "_", "H": "O", "G": "G"}  # start is plain ice once left
+STEPS = ((0, -1), (1, 0), (0, 1), (-1, 0))  # (row, column) change of each action in ACTIONS
+
+
+def _connected(ice: np.ndarray, start: tuple[int, int], goal: tuple[int, int]) -> bool:
+    """Whether moves over ice lead from ``start`` to ``goal`` (breadth first)."""
+    seen, queue = {start}, deque([start])
+    while queue:
+        row, col = queue.popleft()
+        if (row, col) == goal:
+            return True
+        for dr, dc in STEPS:
+            nxt = (row + dr, col + dc)
+            if 0 <= nxt[0] < ice.shape[0] and 0 <= nxt[1] < ice.shape[1] and ice[nxt] and nxt not in seen:
+                seen.add(nxt)
+                queue.append(nxt)
+    return False
+
+
+def random_start_goal_map(size: int, p_frozen: float, seed: int) -> list[str]:
+    """A map in gymnasium's notation whose start and goal are two different ice cells drawn at random, with a path
+    between them around the holes; drawn again until there is one (as ``generate_random_map`` does)."""
+    rng = np.random.default_rng(seed)
+    while True:
+        ice = rng.random((size, size)) < p_frozen
+        cells = np.flatnonzero(ice)
+        if cells.size < 2:
+            continue
+        start, goal = (divmod(int(c), size) for c in rng.choice(cells, 2, replace=False))
+        if _connected(ice, start, goal):
+            rows = [["F" if frozen else "H" for frozen in line] for line in ice]
+            rows[start[0]][start[1]], rows[goal[0]][goal[1]] = "S", "G"
+            return ["".join(line) for line in rows]
 
 
 class FrozenLakeEnv(TextEnv):
@@ -26,6 +64,7 @@ class FrozenLakeEnv(TextEnv):
         p_frozen: probability that a generated tile is ice (gymnasium's ``p``).
         slippery: gymnasium's ``is_slippery``.
         max_steps: turns before the episode is truncated.
+        random_start_goal: draw the start and goal cells per seed instead of top-left and bottom-right.
     """
 
     family = "frozenlake"
@@ -36,6 +75,7 @@ class FrozenLakeEnv(TextEnv):
         p_frozen: float = 0.8,
         slippery: bool = False,
         max_steps: int = 30,
+        random_start_goal: bool = False,
         parser: ActionParser | None = None,
     ) -> None:
         super().__init__(max_steps=max_steps, parser=parser)
@@ -43,7 +83,10 @@ class FrozenLakeEnv(TextEnv):
             raise ValueError(f"size must be at least 2, got {size}")
         if not 0.0 < p_frozen <= 1.0:
             raise ValueError(f"p_frozen must be in (0, 1], got {p_frozen}")
+        if not isinstance(random_start_goal, bool):
+            raise TypeError(f"random_start_goal must be a bool, got {random_start_goal!r}")
         self.size, self.p_frozen, self.slippery = size, p_frozen, slippery
+        self.random_start_goal = random_start_goal
         self._env: Any = None
         self._desc: list[str] = []
 
@@ -79,7 +122,10 @@ class FrozenLakeEnv(TextEnv):
 
         if not isinstance(task, int):
             raise ValueError(f"FrozenLake tasks are integer seeds, got {task!r}")
-        self._desc = generate_random_map(size=self.size, p=self.p_frozen, seed=task)
+        if self.random_start_goal:
+            self._desc = random_start_goal_map(self.size, self.p_frozen, task)
+        else:
+            self._desc = generate_random_map(size=self.size, p=self.p_frozen, seed=task)
         self._env = GymFrozenLake(desc=self._desc, is_slippery=self.slippery)
         state, _ = self._env.reset(seed=task)
         return self._result(int(state), 0.0, False)

@@ -57,6 +57,24 @@ def test_frozenlake_plain_text_and_goal_reward() -> None:
         assert out.done and out.won and out.reward == 1.0
 
 
+def test_frozenlake_random_start_goal_maps_are_solvable_and_vary() -> None:
+    starts, goals = set(), set()
+    for seed in range(40):
+        env = make_env("frozenlake", size=4, random_start_goal=True)
+        first = env.reset(seed)
+        assert first.observation == make_env("frozenlake", size=4, random_start_goal=True).reset(seed).observation
+        cells = [line.split(" ") for line in first.observation.splitlines()]
+        starts.add(next((r, c) for r, row in enumerate(cells) for c, ch in enumerate(row) if ch == "P"))
+        goals.add(next((r, c) for r, row in enumerate(cells) for c, ch in enumerate(row) if ch == "G"))
+        assert first.observation.count("P") == 1 and first.observation.count("G") == 1
+        for move in _lake_path(first.observation):  # an independent search finds a way, and it wins
+            out = env.step(f"<action>{move}</action>")
+        assert out.done and out.won and out.reward == 1.0
+    assert len(starts) >= 8 and len(goals) >= 8  # gymnasium's own maps: always (0, 0) and (3, 3)
+    with pytest.raises(TypeError, match="random_start_goal must be a bool"):
+        make_env("frozenlake", random_start_goal="yes")
+
+
 def test_frozenlake_hole_ends_without_reward() -> None:
     env = make_env("frozenlake", size=4)
     for seed in range(20):
