@@ -23,7 +23,7 @@ import torch
 
 from pyagentrl.envs import EnvBatch, env_factory, prompt_family
 from pyagentrl.hashing import StateKeyer
-from pyagentrl.ops import AdvantageConfig, StepBatch, get_adv_estimator
+from pyagentrl.ops import AdvantageConfig, StepBatch, factorize_pairs, get_adv_estimator
 from pyagentrl.rollout import Rollout, RolloutConfig, SamplingConfig, collect, make_engine, merge_rollouts
 from pyagentrl.rollout.models import resolve_model
 from pyagentrl.training import checkpoint
@@ -101,8 +101,8 @@ def anchor_purity(rollout: Rollout) -> float:
     """The share of rows whose anchor group's most common exact state is their own (1 for exact anchors)."""
     s = rollout.steps
     exact = torch.from_numpy(StateKeyer().assign(rollout.anchors, s.group_ids.numpy()))
-    pair = s.state_ids * (int(exact.max()) + 1) + exact  # (anchor group, exact state)
-    _, pair_of_row, pair_count = torch.unique(pair, return_inverse=True, return_counts=True)
+    pair_of_row, num_pairs = factorize_pairs(s.state_ids, exact)  # (anchor group, exact state)
+    pair_count = torch.bincount(pair_of_row, minlength=num_pairs)
     largest = torch.zeros(s.num_states, dtype=torch.long).scatter_reduce(
         0, s.state_ids, pair_count[pair_of_row], reduce="amax"
     )

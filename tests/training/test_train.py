@@ -76,7 +76,7 @@ def test_the_vllm_engine_trains(tmp_path):
     _check_run(run, 2)
 
 
-def test_lora_with_kl_entropy_conversation_rows_and_dynamic_sampling(tmp_path):
+def test_lora_gagpo_time_aware_anchors_kl_entropy_conversation_rows_and_dynamic_sampling(tmp_path):
     import_peer("peft")
     run, _ = _train(
         tmp_path,
