@@ -130,6 +130,25 @@ def test_gigpo_state_anchors_reward_waiting_under_a_time_limit():
     torch.testing.assert_close(out, torch.zeros(2 * turns, dtype=torch.float64))
 
 
+def test_gagpo_state_anchors_share_the_time_limit_bias():
+    """(G9) for GAGPO's value proxy (V1), on the same two failed episodes: A leaves s at turn 0, B stays."""
+    gamma, turns = 0.95, 10
+    trajs = torch.tensor([0] * turns + [1] * turns)
+    steps = torch.arange(turns).repeat(2)
+    rewards = torch.full((2 * turns,), -0.1, dtype=torch.float64)
+    returns = ops.discounted_returns(rewards, traj_ids=trajs, step_ids=steps, gamma=gamma)
+    ids = {"group_ids": torch.zeros(2 * turns, dtype=torch.int64), "traj_ids": trajs, "step_ids": steps}
+    by_state = torch.tensor([0, *range(1, turns), *[0] * turns])
+    adv = ops.gagpo_advantage(rewards, anchor_ids=by_state, gamma=gamma, lam=0.95, norm="none", **ids)
+    # A's later states are seen once, so V̂ = G there and A's deltas telescope: Â = G − V̂(s) at the leaving row.
+    torch.testing.assert_close(adv[0], returns[0] - returns[by_state == 0].mean())
+    torch.testing.assert_close(adv[1:turns], torch.zeros(turns - 1, dtype=torch.float64))
+    assert adv[0] < -0.29 and adv[turns:].sum() > 0  # leaving is punished, staying is not: same outcome
+    by_state_and_turn = torch.tensor([0, *range(1, turns), 0, *range(turns, 2 * turns - 1)])
+    adv = ops.gagpo_advantage(rewards, anchor_ids=by_state_and_turn, gamma=gamma, lam=0.95, norm="none", **ids)
+    torch.testing.assert_close(adv, torch.zeros(2 * turns, dtype=torch.float64))
+
+
 @settings(max_examples=40, deadline=None)
 @given(batches)
 def test_gagpo_lambda_one_is_return_minus_value(case):

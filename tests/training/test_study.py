@@ -166,7 +166,7 @@ def test_the_shipped_study_spec_is_valid() -> None:
 
     require_embedding_model()  # one arm uses embedding anchors
     spec = load_spec(REPO / "train" / "studies" / "estimators.yaml")  # every family x arm config validated
-    assert set(spec.families) == {"frozenlake", "sokoban"} and len(spec.arms) == 8 and len(spec.seeds) == 3
+    assert set(spec.families) == {"frozenlake", "sokoban"} and len(spec.arms) == 9 and len(spec.seeds) == 3
 
 
 def test_a_killed_study_leaves_no_run_behind(tmp_path: Path) -> None:
