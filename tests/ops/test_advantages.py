@@ -106,47 +106,51 @@ def test_gigpo_combines_episode_and_step_terms():
     torch.testing.assert_close(out, torch.tensor([1.0 - 0.5, 1.0, -1.0 + 0.5, -1.0]))
 
 
+GAMMA, TURNS = 0.95, 10
+
+
+def _two_failed_episodes() -> dict[str, torch.Tensor]:
+    """(G9)'s example: two failed 10-turn episodes at 0.1 a turn; A leaves state s at turn 0, B stays in s all ten
+    turns. Anchor ids keyed by state (s is id 0; A's later states are its own) and by (state, turn)."""
+    return {
+        "traj_ids": torch.tensor([0] * TURNS + [1] * TURNS),
+        "step_ids": torch.arange(TURNS).repeat(2),
+        "rewards": torch.full((2 * TURNS,), -0.1, dtype=torch.float64),
+        "by_state": torch.tensor([0, *range(1, TURNS), *[0] * TURNS]),
+        "by_state_and_turn": torch.tensor([0, *range(1, TURNS), 0, *range(TURNS, 2 * TURNS - 1)]),
+    }
+
+
 def test_gigpo_state_anchors_reward_waiting_under_a_time_limit():
-    """(G9): two failed 10-turn episodes at 0.1 a turn; A leaves state s at turn 0, B stays in s all ten turns."""
-    gamma, turns = 0.95, 10
-    trajs = torch.tensor([0] * turns + [1] * turns)
-    steps = torch.arange(turns).repeat(2)
-    returns = ops.discounted_returns(
-        torch.full((2 * turns,), -0.1, dtype=torch.float64), traj_ids=trajs, step_ids=steps, gamma=gamma
-    )
-    closed_form = torch.tensor([-0.1 * (1 - gamma ** (turns - t)) / (1 - gamma) for t in range(turns)] * 2)
+    e = _two_failed_episodes()
+    trajs, by_state = e["traj_ids"], e["by_state"]
+    returns = ops.discounted_returns(e["rewards"], traj_ids=trajs, step_ids=e["step_ids"], gamma=GAMMA)
+    closed_form = torch.tensor([-0.1 * (1 - GAMMA ** (TURNS - t)) / (1 - GAMMA) for t in range(TURNS)] * 2)
     torch.testing.assert_close(returns, closed_form.double())
-    ids = {"group_ids": torch.zeros(2 * turns, dtype=torch.int64), "traj_ids": trajs, "norm": "mean_norm"}
-    scores = torch.full((2 * turns,), -1.0, dtype=torch.float64)
-    # State anchors: s (id 0) holds A's first row and all of B's; A's later states are its own.
-    by_state = torch.tensor([0, *range(1, turns), *[0] * turns])
+    ids = {"group_ids": torch.zeros(2 * TURNS, dtype=torch.int64), "traj_ids": trajs, "norm": "mean_norm"}
+    scores = torch.full((2 * TURNS,), -1.0, dtype=torch.float64)
     out = ops.gigpo_advantage(scores, returns, anchor_ids=by_state, **ids)
     in_s = by_state == 0
     torch.testing.assert_close(out[in_s], returns[in_s] - returns[in_s].mean())
-    assert out[0] < -0.29 and out[turns:].sum() > 0.29  # leaving is punished, staying rewarded: same outcome
+    assert out[0] < -0.29 and out[TURNS:].sum() > 0.29  # leaving is punished, staying rewarded: same outcome
     # Time-aware anchors (s at turn 0 groups only with s at turn 0): equal turns left, no credit either way.
-    by_state_and_turn = torch.tensor([0, *range(1, turns), 0, *range(turns, 2 * turns - 1)])
-    out = ops.gigpo_advantage(scores, returns, anchor_ids=by_state_and_turn, **ids)
-    torch.testing.assert_close(out, torch.zeros(2 * turns, dtype=torch.float64))
+    out = ops.gigpo_advantage(scores, returns, anchor_ids=e["by_state_and_turn"], **ids)
+    torch.testing.assert_close(out, torch.zeros(2 * TURNS, dtype=torch.float64))
 
 
 def test_gagpo_state_anchors_share_the_time_limit_bias():
-    """(G9) for GAGPO's value proxy (V1), on the same two failed episodes: A leaves s at turn 0, B stays."""
-    gamma, turns = 0.95, 10
-    trajs = torch.tensor([0] * turns + [1] * turns)
-    steps = torch.arange(turns).repeat(2)
-    rewards = torch.full((2 * turns,), -0.1, dtype=torch.float64)
-    returns = ops.discounted_returns(rewards, traj_ids=trajs, step_ids=steps, gamma=gamma)
-    ids = {"group_ids": torch.zeros(2 * turns, dtype=torch.int64), "traj_ids": trajs, "step_ids": steps}
-    by_state = torch.tensor([0, *range(1, turns), *[0] * turns])
-    adv = ops.gagpo_advantage(rewards, anchor_ids=by_state, gamma=gamma, lam=0.95, norm="none", **ids)
+    """(G9) for GAGPO's value proxy (V1), on the same two failed episodes."""
+    e = _two_failed_episodes()
+    trajs, steps, rewards, by_state = e["traj_ids"], e["step_ids"], e["rewards"], e["by_state"]
+    returns = ops.discounted_returns(rewards, traj_ids=trajs, step_ids=steps, gamma=GAMMA)
+    ids = {"group_ids": torch.zeros(2 * TURNS, dtype=torch.int64), "traj_ids": trajs, "step_ids": steps}
+    adv = ops.gagpo_advantage(rewards, anchor_ids=by_state, gamma=GAMMA, lam=0.95, norm="none", **ids)
     # A's later states are seen once, so V̂ = G there and A's deltas telescope: Â = G − V̂(s) at the leaving row.
     torch.testing.assert_close(adv[0], returns[0] - returns[by_state == 0].mean())
-    torch.testing.assert_close(adv[1:turns], torch.zeros(turns - 1, dtype=torch.float64))
-    assert adv[0] < -0.29 and adv[turns:].sum() > 0  # leaving is punished, staying is not: same outcome
-    by_state_and_turn = torch.tensor([0, *range(1, turns), 0, *range(turns, 2 * turns - 1)])
-    adv = ops.gagpo_advantage(rewards, anchor_ids=by_state_and_turn, gamma=gamma, lam=0.95, norm="none", **ids)
-    torch.testing.assert_close(adv, torch.zeros(2 * turns, dtype=torch.float64))
+    torch.testing.assert_close(adv[1:TURNS], torch.zeros(TURNS - 1, dtype=torch.float64))
+    assert adv[0] < -0.29 and adv[TURNS:].sum() > 0  # leaving is punished, staying is not: same outcome
+    adv = ops.gagpo_advantage(rewards, anchor_ids=e["by_state_and_turn"], gamma=GAMMA, lam=0.95, norm="none", **ids)
+    torch.testing.assert_close(adv, torch.zeros(2 * TURNS, dtype=torch.float64))
 
 
 @settings(max_examples=40, deadline=None)
