@@ -17,14 +17,15 @@ each arm::
       gigpo-exact: {algorithm.estimator: gigpo, anchors.mode: exact}
 
 Each run is a ``pyagentrl train`` subprocess (an engine such as vLLM holds one model per process) writing
-``<output>/<family>/<arm>/seed<k>/run-<time>/``. A run that finished leaves ``done.json`` beside it and is never
-run again; a run that was interrupted resumes from its latest checkpoint (``train --resume``), so a killed study
+``<output>/<family>/<arm>/seed<k>/run-<time>/`` (checkpoints: gigabytes, kept out of the repository). Once scored, a
+run leaves its record in ``<report>/results/<family>/<arm>/seed<k>/``: ``done.json`` (the held-out evaluation with
+each task's outcome), ``metrics.jsonl`` and ``config.yaml``, a few kilobytes meant to be committed. The report is
+rebuilt from the records alone, and a run with a record is never run again, so a study outlives the machine that ran
+its first runs. A run that was interrupted resumes from its latest checkpoint (``train --resume``), so a killed study
 continues where it stopped. Once scored, a run keeps (``keep: model``, the default) only its last checkpoint's
 weights, config and evaluation: the DeepSpeed optimizer states and the earlier checkpoints are about 90 % of a run's
 disk (4.6 of 5.1 GB with the embedded model), and a study of dozens of runs would fill a disk with them.
-``keep: checkpoints`` keeps everything the trainer kept. A run scored before evaluations recorded each task's
-outcome is scored again when the study passes over it (the report pairs arms task by task). The report is rebuilt
-from the run directories alone.
+``keep: checkpoints`` keeps everything the trainer kept.
 """
 
 from __future__ import annotations
@@ -45,12 +46,13 @@ from typing import Any
 from pyagentrl.cache import atomic_write
 from pyagentrl.training.checkpoint import keep_model_only
 from pyagentrl.training.config import ConfigError, load_config, validate
-from pyagentrl.training.metrics import read_metrics
+from pyagentrl.training.metrics import METRICS_FILE, read_metrics
 from pyagentrl.training.stats import mean_interval, paired_difference, wilson_interval
 
 _PHASES = ("rollout", "keys", "advantages", "old_logprobs", "update", "weight_sync")
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 _KEEP = ("model", "checkpoints")
+DONE = "done.json"  # a scored run's evaluation; its presence marks the run finished
 OPEN_LOOP_LENGTH = 8  # the blind reference's longest sequence: 4^8 sequences of a grid game's four moves
 
 
@@ -174,41 +176,36 @@ def _run(*args: str) -> None:
         raise RunFailed(f"{' '.join(args)} failed; rerun the study to continue from the last checkpoint")
 
 
-def _score_again(done: Path, result: dict[str, Any], tasks: int) -> dict[str, Any]:
-    """Scores a finished run's last checkpoint again for its per-task outcomes, which evaluations before they were
-    recorded lack. The evaluation is seeded, so the count should repeat; a different one is reported, and kept with
-    the earlier one beside it."""
-    checkpoint = Path(result["eval"]["checkpoint"])
-    print(f"[study] {done.parent}: scoring again for the per-task outcomes", flush=True)
-    _run("eval", str(checkpoint), "--tasks", str(tasks))
-    again = json.loads((checkpoint / "eval.json").read_text())
-    if again["successes"] != result["eval"]["successes"]:
-        print(
-            f"[study] {done.parent}: scored {again['successes']}/{again['tasks']} now, "
-            f"{result['eval']['successes']}/{result['eval']['tasks']} before; both are kept in done.json",
-            flush=True,
-        )
-        result["eval_before"] = result["eval"]
-    result["eval"] = again
-    _write_done(done, result)
-    return result
+def _record(spec: StudySpec, family: str, arm: str, seed: int) -> Path:
+    """Where a scored run's record lies (committed with the report; see the module docstring)."""
+    return spec.report / "results" / family / arm / f"seed{seed}"
 
 
-def _write_done(done: Path, result: dict[str, Any]) -> None:
-    atomic_write(done, json.dumps(result, indent=2) + "\n")  # done.json appears whole or not at all
+def read_result(spec: StudySpec, family: str, arm: str, seed: int) -> dict[str, Any] | None:
+    """A scored run's ``done.json`` with its metrics rows under ``"metrics"``, or None while it is not scored."""
+    record = _record(spec, family, arm, seed)
+    if not (record / DONE).is_file():
+        return None
+    return {**json.loads((record / DONE).read_text()), "metrics": read_metrics(record)}
+
+
+def _write_record(record: Path, run: Path, result: dict[str, Any]) -> None:
+    """The run's metrics and config first, ``done.json`` last and whole: a record with ``done.json`` is complete."""
+    record.mkdir(parents=True, exist_ok=True)
+    for name in (METRICS_FILE, "config.yaml"):
+        atomic_write(record / name, (run / name).read_text())
+    atomic_write(record / DONE, json.dumps(result, indent=2) + "\n")
 
 
 def run_arm(spec: StudySpec, family: str, arm: str, seed: int) -> dict[str, Any]:
-    """Trains (or resumes, or skips) one run, scores its last checkpoint on held-out tasks, returns done.json."""
-    seed_dir = spec.output / family / arm / f"seed{seed}"
-    done = seed_dir / "done.json"
-    if done.is_file():
-        result = dict(json.loads(done.read_text()))
-        if "won" not in result["eval"]:
-            result = _score_again(done, result, spec.eval_tasks)
-        if spec.keep == "model":  # again: a study killed while removing, or one that kept checkpoints before
+    """Trains (or resumes, or skips) one run, scores its last checkpoint on held-out tasks, returns its result."""
+    record = _record(spec, family, arm, seed)
+    result = read_result(spec, family, arm, seed)
+    if result is not None:
+        if spec.keep == "model" and Path(result["run"]).is_dir():  # again: a study killed while removing
             keep_model_only(Path(result["run"]) / "checkpoints")
         return result
+    seed_dir = spec.output / family / arm / f"seed{seed}"
     seed_dir.mkdir(parents=True, exist_ok=True)
     overrides = [*spec.families[family], *spec.arms[arm], f"seed={seed}", "name=run", f"output_dir={seed_dir}"]
     previous = _resumable(seed_dir)
@@ -232,10 +229,11 @@ def run_arm(spec: StudySpec, family: str, arm: str, seed: int) -> dict[str, Any]
         "eval": json.loads((checkpoint / "eval.json").read_text()),
         "seconds_last_invocation": time.perf_counter() - clock,
     }
-    _write_done(done, result)
-    if spec.keep == "model":  # only now: until done.json exists, a killed study resumes this run
+    _write_record(record, run, result)
+    print(f"[study] {family}/{arm}/seed{seed}: recorded in {record}", flush=True)
+    if spec.keep == "model":  # only now: until the record exists, a killed study resumes this run
         keep_model_only(run / "checkpoints")
-    return result
+    return {**result, "metrics": read_metrics(record)}
 
 
 def run_study(spec: StudySpec) -> Path:
@@ -261,13 +259,10 @@ def _paired_cell(spec: StudySpec, family: str, arm: str, baseline: str) -> str:
     mine: list[int] = []
     theirs: list[int] = []
     for seed in spec.seeds:
-        pair = [spec.output / family / a / f"seed{seed}" / "done.json" for a in (arm, baseline)]
-        if all(p.is_file() for p in pair):
-            a, b = (json.loads(p.read_text())["eval"].get("won") for p in pair)
-            if a is None or b is None:
-                return "no per-task outcomes (rerun the study to score again)"
-            mine += a
-            theirs += b
+        pair = [read_result(spec, family, a, seed) for a in (arm, baseline)]
+        if pair[0] is not None and pair[1] is not None:
+            mine += pair[0]["eval"]["won"]
+            theirs += pair[1]["eval"]["won"]
     if len(mine) < 2:
         return ""
     d = paired_difference(mine, theirs)
@@ -314,9 +309,9 @@ def _untrained_line(spec: StudySpec, family: str) -> str:
     wins = episodes = 0
     for seed in spec.seeds:
         for arm in spec.arms:
-            done = spec.output / family / arm / f"seed{seed}" / "done.json"
-            if done.is_file():
-                first = read_metrics(Path(json.loads(done.read_text())["run"]))[0]
+            result = read_result(spec, family, arm, seed)
+            if result is not None:
+                first = result["metrics"][0]
                 wins += round(first["success_rate"] * first["episodes"])
                 episodes += first["episodes"]
                 break
@@ -358,9 +353,7 @@ def write_report(spec: StudySpec) -> Path:
     import matplotlib.pyplot as plt
 
     spec.report.mkdir(parents=True, exist_ok=True)
-    planned = [
-        spec.output / f / a / f"seed{s}" / "done.json" for s in spec.seeds for f in spec.families for a in spec.arms
-    ]
+    planned = [_record(spec, f, a, s) / DONE for s in spec.seeds for f in spec.families for a in spec.arms]
     finished = sum(p.is_file() for p in planned)
     lines = [
         f"# Study: {spec.name}",
@@ -386,12 +379,11 @@ def write_report(spec: StudySpec) -> Path:
             "|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for arm in spec.arms:
-            done = [spec.output / family / arm / f"seed{s}" / "done.json" for s in spec.seeds]
-            results = [json.loads(p.read_text()) for p in done if p.is_file()]
+            results = [r for s in spec.seeds if (r := read_result(spec, family, arm, s)) is not None]
             if not results:
                 lines.append(f"| {arm} | | | | | | | | | | 0 of {len(spec.seeds)} |")
                 continue
-            metrics = [read_metrics(Path(r["run"])) for r in results]
+            metrics = [r["metrics"] for r in results]
             curves = [[row["success_rate"] for row in m] for m in metrics]
             length = min(len(c) for c in curves)
             x = list(range(length))

@@ -1,5 +1,5 @@
 """`pyagentrl study`: the spec is checked before any run, every arm x seed runs once, a finished run is never run
-again, an interrupted one resumes from its checkpoint, and the report is built from the runs."""
+again, an interrupted one resumes from its checkpoint, and the report is built from the runs' records alone."""
 
 from __future__ import annotations
 
@@ -66,11 +66,14 @@ def test_study_runs_each_arm_once_and_resumes(tmp_path: Path) -> None:
     args = ("study", str(spec_path), "--output", str(runs), "--report", str(report))
     first = cli(*args, timeout=1200)
     assert first.stdout.count(": training") == 4
-    done = sorted(runs.glob("*/*/seed*/done.json"))
+    done = sorted(report.glob("results/*/*/seed*/done.json"))
     assert len(done) == 4
     results = [json.loads(p.read_text()) for p in done]
     assert all(r["eval"]["tasks"] == 2 and r["eval"]["checkpoint"].startswith(str(runs)) for r in results)
     assert all(len(r["eval"]["won"]) == 2 for r in results)  # each task's outcome: the arms pair up task by task
+    for path, result in zip(done, results, strict=True):  # the record holds copies of the run's metrics and config
+        for name in ("metrics.jsonl", "config.yaml"):
+            assert (path.parent / name).read_text() == (Path(result["run"]) / name).read_text()
     table = (report / "README.md").read_text()
     assert "| grpo |" in table and "| gigpo-simhash |" in table and "2 of 2 |" in table
     assert table.count(" ms | 2 of 2 |") == 2  # the arms' own seconds (keys + advantages)
@@ -79,37 +82,29 @@ def test_study_runs_each_arm_once_and_resumes(tmp_path: Path) -> None:
     assert " ± " in table and "nan" not in table  # two seeds: an interval
     assert "| baseline |" in table and table.count(", 4 tasks |") == 1  # gigpo-simhash − grpo over 2 seeds x 2 tasks
     assert (report / "curves.png").stat().st_size > 10_000
-    metrics = [json.loads(line) for line in (Path(results[0]["run"]) / "metrics.jsonl").read_text().splitlines()]
+    metrics = [json.loads(line) for line in (done[0].parent / "metrics.jsonl").read_text().splitlines()]
     assert 0 < metrics[0]["anchor_purity"] <= 1
     # The untrained policy's success: iteration 0 of one run per seed (the first arm's).
     firsts = []
     for seed in (1, 2):
-        run = Path(json.loads((runs / "frozenlake" / "grpo" / f"seed{seed}" / "done.json").read_text())["run"])
-        firsts.append(json.loads((run / "metrics.jsonl").read_text().splitlines()[0]))
+        record = report / "results" / "frozenlake" / "grpo" / f"seed{seed}"
+        firsts.append(json.loads((record / "metrics.jsonl").read_text().splitlines()[0]))
     wins, episodes = sum(round(m["success_rate"] * m["episodes"]) for m in firsts), sum(m["episodes"] for m in firsts)
     assert f"{wins}/{episodes} training episodes succeeded" in table
 
     assert all((Path(r["eval"]["checkpoint"]) / "deepspeed").is_dir() for r in results)  # keep: checkpoints
 
-    # Nothing left to train: no run starts. A run scored before evaluations kept each task's outcome is scored
-    # again (the seeded evaluation repeats its count); the other finished runs are untouched.
-    before = json.loads(done[0].read_text())
-    del before["eval"]["won"]
-    done[0].write_text(json.dumps(before))
-    stamps = {p: p.stat().st_mtime_ns for p in done[1:]}
+    # The records are the study: with the run directories gone (a new clone), nothing runs and the report is the same.
+    shutil.move(runs, tmp_path / "runs-aside")
     again = cli(*args)
-    assert ": training" not in again.stdout and ": resuming" not in again.stdout
-    assert again.stdout.count("scoring again") == 1 and f"{done[0].parent}: scoring again" in again.stdout
-    assert {p: p.stat().st_mtime_ns for p in done[1:]} == stamps
-    rescored = json.loads(done[0].read_text())
-    assert rescored["eval"]["successes"] == before["eval"]["successes"] and "eval_before" not in rescored
-    assert len(rescored["eval"]["won"]) == 2
+    assert again.returncode == 0 and ": training" not in again.stdout and ": resuming" not in again.stdout
+    assert (report / "README.md").read_text() == table
+    shutil.move(tmp_path / "runs-aside", runs)
 
     # Interrupted after its checkpoint: resumed (not retrained); a run that died before any checkpoint: retrained.
-    (runs / "frozenlake" / "grpo" / "seed2" / "done.json").unlink()
-    retrained = runs / "frozenlake" / "gigpo-simhash" / "seed1"
-    (retrained / "done.json").unlink()
-    (dead,) = retrained.glob("run-*")
+    shutil.rmtree(report / "results" / "frozenlake" / "grpo" / "seed2")
+    (report / "results" / "frozenlake" / "gigpo-simhash" / "seed1" / "done.json").unlink()  # an incomplete record
+    (dead,) = (runs / "frozenlake" / "gigpo-simhash" / "seed1").glob("run-*")
     shutil.rmtree(dead / "checkpoints")
     (dead / "checkpoints").mkdir()
     third = cli(*args, timeout=1200)
@@ -117,7 +112,7 @@ def test_study_runs_each_arm_once_and_resumes(tmp_path: Path) -> None:
     assert "frozenlake/gigpo-simhash/seed1: training" in third.stdout
     assert third.stdout.count(": training") == 1 and not dead.exists()
     assert (dead.parent / f"abandoned-{dead.name}" / "metrics.jsonl").is_file()  # kept, not deleted
-    assert len(sorted(runs.glob("*/*/seed*/done.json"))) == 4
+    assert len(sorted(report.glob("results/*/*/seed*/done.json"))) == 4
 
 
 def test_a_scored_run_keeps_its_model_only_by_default(tmp_path: Path) -> None:
@@ -132,7 +127,7 @@ def test_a_scored_run_keeps_its_model_only_by_default(tmp_path: Path) -> None:
     runs, report = tmp_path / "runs", tmp_path / "report"
     out = cli("study", str(spec_path), "--output", str(runs), "--report", str(report), timeout=1200)
     assert out.returncode == 0 and "Status: 1 of 1 runs finished." in (report / "README.md").read_text()
-    result = json.loads((runs / "frozenlake" / "grpo" / "seed1" / "done.json").read_text())
+    result = json.loads((report / "results" / "frozenlake" / "grpo" / "seed1" / "done.json").read_text())
     checkpoints = Path(result["run"]) / "checkpoints"
     assert sorted(p.name for p in checkpoints.iterdir()) == ["iter_000002", "latest"]
     last = checkpoints / "iter_000002"
