@@ -82,12 +82,12 @@ def main(argv: Sequence[str] | None = None) -> None:
 
             print(plot_run(args.run_dir))
         elif args.command == "study":
-            from pyagentrl.training.study import RunFailed, load_spec, run_study, write_report
+            from pyagentrl.training.study import BrokenRecord, RunFailed, load_spec, run_study, write_report
 
             spec = load_spec(args.spec, args.output, args.report)
             try:
                 print(write_report(spec) if args.report_only else run_study(spec))
-            except RunFailed as exc:
+            except (RunFailed, BrokenRecord) as exc:
                 print(f"pyagentrl study: {exc}", file=sys.stderr)
                 raise SystemExit(1) from None
     except (ConfigError, ResumeError, FileNotFoundError) as exc:

@@ -53,6 +53,7 @@ _PHASES = ("rollout", "keys", "advantages", "old_logprobs", "update", "weight_sy
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 _KEEP = ("model", "checkpoints")
 DONE = "done.json"  # a scored run's evaluation; its presence marks the run finished
+_EVAL_KEYS = {"success_rate", "successes", "tasks", "won"}  # what the report reads of an evaluation
 OPEN_LOOP_LENGTH = 8  # the blind reference's longest sequence: 4^8 sequences of a grid game's four moves
 
 
@@ -150,6 +151,10 @@ class RunFailed(RuntimeError):
     """A run's process failed; the study stops there (rerunning it resumes)."""
 
 
+class BrokenRecord(ValueError):
+    """A record's ``done.json`` is there but the record cannot be read (only a hand edit leads here)."""
+
+
 def _resumable(seed_dir: Path) -> Path | None:
     """The run directory under ``seed_dir`` that has a checkpoint to resume from. A run that died before its first
     checkpoint has nothing to resume: it is kept, renamed ``abandoned-run-*``, and the seed is trained again."""
@@ -186,7 +191,18 @@ def read_result(spec: StudySpec, family: str, arm: str, seed: int) -> dict[str, 
     record = _record(spec, family, arm, seed)
     if not (record / DONE).is_file():
         return None
-    return {**json.loads((record / DONE).read_text()), "metrics": read_metrics(record)}
+    try:
+        result = json.loads((record / DONE).read_text())
+    except json.JSONDecodeError as exc:
+        raise BrokenRecord(f"{record / DONE} is not JSON ({exc}); remove {record} to run it again") from None
+    metrics = read_metrics(record)
+    evaluation = result.get("eval") if isinstance(result, dict) else None
+    if not isinstance(evaluation, dict) or not evaluation.keys() >= _EVAL_KEYS or not metrics:
+        raise BrokenRecord(
+            f"{record} has {DONE} but not its evaluation ({', '.join(sorted(_EVAL_KEYS))}) or not its "
+            f"{METRICS_FILE} rows; restore them, or remove {record} to run it again"
+        )
+    return {**result, "metrics": metrics}
 
 
 def _write_record(record: Path, run: Path, result: dict[str, Any]) -> None:
@@ -252,17 +268,19 @@ def _mean_ci(values: list[float]) -> str:
     return f"{mean:.3f} (one seed: no interval)" if half is None else f"{mean:.3f} ± {half:.3f}"
 
 
-def _paired_cell(spec: StudySpec, family: str, arm: str, baseline: str) -> str:
+Records = dict[tuple[str, int], dict[str, Any]]  # (arm, seed) -> read_result of one family's scored runs
+
+
+def _paired_cell(spec: StudySpec, records: Records, arm: str, baseline: str) -> str:
     """``arm``'s held-out success minus ``baseline``'s on the same tasks, pooled over the seeds both have finished."""
     if arm == baseline:
         return "baseline"
     mine: list[int] = []
     theirs: list[int] = []
     for seed in spec.seeds:
-        pair = [read_result(spec, family, a, seed) for a in (arm, baseline)]
-        if pair[0] is not None and pair[1] is not None:
-            mine += pair[0]["eval"]["won"]
-            theirs += pair[1]["eval"]["won"]
+        if (arm, seed) in records and (baseline, seed) in records:
+            mine += records[arm, seed]["eval"]["won"]
+            theirs += records[baseline, seed]["eval"]["won"]
     if len(mine) < 2:
         return ""
     d = paired_difference(mine, theirs)
@@ -303,15 +321,14 @@ def _shown(path: Path) -> str:
         return str(path)
 
 
-def _untrained_line(spec: StudySpec, family: str) -> str:
+def _untrained_line(spec: StudySpec, records: Records) -> str:
     """The success of the untrained policy: iteration 0 of one finished run per seed (every arm of a seed plays the
     same tasks with the same weights and sampling seed at iteration 0, so the other arms would repeat it)."""
     wins = episodes = 0
     for seed in spec.seeds:
         for arm in spec.arms:
-            result = read_result(spec, family, arm, seed)
-            if result is not None:
-                first = result["metrics"][0]
+            if (arm, seed) in records:
+                first = records[arm, seed]["metrics"][0]
                 wins += round(first["success_rate"] * first["episodes"])
                 episodes += first["episodes"]
                 break
@@ -369,6 +386,12 @@ def write_report(spec: StudySpec) -> Path:
     baseline = next(iter(spec.arms))  # the first arm: the others are compared with it task by task
     figure, axes = plt.subplots(1, len(spec.families), figsize=(6 * len(spec.families), 4), squeeze=False)
     for panel, family in zip(axes[0], spec.families, strict=True):
+        records = {
+            (arm, seed): result
+            for arm in spec.arms
+            for seed in spec.seeds
+            if (result := read_result(spec, family, arm, seed)) is not None
+        }
         lines += [
             f"## {family}",
             "",
@@ -379,7 +402,7 @@ def write_report(spec: StudySpec) -> Path:
             "|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for arm in spec.arms:
-            results = [r for s in spec.seeds if (r := read_result(spec, family, arm, s)) is not None]
+            results = [records[arm, s] for s in spec.seeds if (arm, s) in records]
             if not results:
                 lines.append(f"| {arm} | | | | | | | | | | 0 of {len(spec.seeds)} |")
                 continue
@@ -404,11 +427,11 @@ def write_report(spec: StudySpec) -> Path:
                 f"| {arm} | {success} | {wins}/{episodes} ({low:.3f}-{high:.3f}) | "
                 f"{auc} | {_average(rows, 'anchor_rows_in_groups'):.3f} | "
                 f"{_average(rows, 'anchor_purity'):.3f} | {_average(rows, 'advantage_std'):.3f} | "
-                f"{_paired_cell(spec, family, arm, baseline)} | "
+                f"{_paired_cell(spec, records, arm, baseline)} | "
                 f"{sum(seconds) / len(seconds):.0f} s | {1e3 * sum(own) / len(own):.1f} ms | "
                 f"{len(results)} of {len(spec.seeds)} |"
             )
-        lines += ["", _untrained_line(spec, family), "", _open_loop_line(spec, family), ""]
+        lines += ["", _untrained_line(spec, records), "", _open_loop_line(spec, family), ""]
         panel.set_title(family)
         panel.set_xlabel("iteration")
         panel.set_ylabel("training success rate (band: min-max over seeds)")

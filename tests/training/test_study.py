@@ -155,6 +155,33 @@ def test_report_only_needs_no_finished_run(tmp_path: Path) -> None:
     assert (tmp_path / "r" / "FINDINGS.md").read_text() == "by hand\n"
 
 
+@pytest.mark.parametrize(
+    ("done", "metrics"),
+    [("{not json", None), ('{"eval": {}}', None), ('{"eval": {}}', '{"a": 1}\n'), ("[]", '{"a": 1}\n')],
+)
+def test_a_broken_record_is_named(tmp_path: Path, done: str, metrics: str | None) -> None:
+    # A hand-edited record (done.json without its metrics, or not JSON, or without its evaluation) stops the report
+    # with the record's path, not with an IndexError or KeyError deep in it.
+    report = tmp_path / "r"
+    record = report / "results" / "frozenlake" / "grpo" / "seed1"
+    record.mkdir(parents=True)
+    (record / "done.json").write_text(done)
+    if metrics is not None:
+        (record / "metrics.jsonl").write_text(metrics)
+    out = cli(
+        "study",
+        str(_spec(tmp_path)),
+        "--output",
+        str(tmp_path / "runs"),
+        "--report",
+        str(report),
+        "--report-only",
+        check=False,
+    )
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert f"pyagentrl study: {record}" in out.stderr and "remove" in out.stderr
+
+
 def test_the_shipped_study_spec_is_valid() -> None:
     from testkit.peers import require_embedding_model
     from testkit.training import REPO
