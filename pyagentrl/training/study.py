@@ -213,14 +213,14 @@ def _write_record(record: Path, run: Path, result: dict[str, Any]) -> None:
     atomic_write(record / DONE, json.dumps(result, indent=2) + "\n")
 
 
-def run_arm(spec: StudySpec, family: str, arm: str, seed: int) -> dict[str, Any]:
-    """Trains (or resumes, or skips) one run, scores its last checkpoint on held-out tasks, returns its result."""
+def run_arm(spec: StudySpec, family: str, arm: str, seed: int) -> None:
+    """Trains (or resumes, or skips) one run, scores its last checkpoint on held-out tasks and writes its record."""
     record = _record(spec, family, arm, seed)
-    result = read_result(spec, family, arm, seed)
-    if result is not None:
-        if spec.keep == "model" and Path(result["run"]).is_dir():  # again: a study killed while removing
-            keep_model_only(Path(result["run"]) / "checkpoints")
-        return result
+    done = read_result(spec, family, arm, seed)
+    if done is not None:
+        if spec.keep == "model" and Path(done["run"]).is_dir():  # again: a study killed while removing
+            keep_model_only(Path(done["run"]) / "checkpoints")
+        return
     seed_dir = spec.output / family / arm / f"seed{seed}"
     seed_dir.mkdir(parents=True, exist_ok=True)
     overrides = [*spec.families[family], *spec.arms[arm], f"seed={seed}", "name=run", f"output_dir={seed_dir}"]
@@ -249,7 +249,6 @@ def run_arm(spec: StudySpec, family: str, arm: str, seed: int) -> dict[str, Any]
     print(f"[study] {family}/{arm}/seed{seed}: recorded in {record}", flush=True)
     if spec.keep == "model":  # only now: until the record exists, a killed study resumes this run
         keep_model_only(run / "checkpoints")
-    return {**result, "metrics": read_metrics(record)}
 
 
 def run_study(spec: StudySpec) -> Path:
