@@ -79,8 +79,12 @@ class Display:
         ("seconds_iteration", "s", "{:.1f}"),
     )
 
+    #: Iterations in a row with every advantage 0 after which the note says the run looks stuck.
+    STUCK_AFTER = 3
+
     def __init__(self, total: int, start: int) -> None:
         self.progress: Any = None
+        self.flat = 0  # iterations in a row whose batch gave every step an advantage of 0
         try:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
         except ImportError:
@@ -97,11 +101,30 @@ class Display:
             value = metrics.get(key)
             parts.append(f"{label} " + ("-" if value is None else fmt.format(value)))
         line = "  ".join(parts)
+        note = self._flat_note(metrics)
+        if note is not None:
+            line += "\n" + note
         if self.progress is None:
             print(line, flush=True)
             return
         self.progress.console.print(line, soft_wrap=True)
         self.progress.advance(self.task)
+
+    def _flat_note(self, metrics: dict[str, Any]) -> str | None:
+        """A line under an iteration whose batch had nothing to learn from: every group's episodes returned the same,
+        so every advantage is 0 and the clipped loss has no gradient. A run that stays there does not leave by
+        itself unless a later batch differs by chance (a policy that lost the answer format: invalid replies near 1)."""
+        if metrics.get("advantage_zero_share") != 1.0:
+            self.flat = 0
+            return None
+        self.flat += 1
+        invalid = metrics.get("invalid_action_rate")
+        note = "  every advantage was 0: each task group's episodes returned the same"
+        if invalid is not None:
+            note += f" (invalid replies {invalid:.2f})"
+        if self.flat >= self.STUCK_AFTER:
+            note += f"; {self.flat} iterations in a row: the policy looks stuck and learns nothing from its samples"
+        return note
 
     def close(self) -> None:
         if self.progress is not None:
