@@ -70,7 +70,7 @@ cuda-check: $(STAMP)/cuda-check
 
 # Console scripts, not `python -m`: `-m` puts the working directory first on sys.path, and from the repository root
 # that is the source tree, which has no compiled extension.
-# The main job: GiGPO on FrozenLake with the embedded model and the vLLM engine (train/configs/default.yaml).
+# The main job: GAGPO on one FrozenLake map with the embedded model and the vLLM engine (train/configs/default.yaml).
 train: setup
 	$(VENV)/bin/pyagentrl train train/configs/default.yaml
 

@@ -5,6 +5,8 @@ pyagentrl train --resume RUN_DIR [key=value ...]
 pyagentrl eval CHECKPOINT [--tasks N]        success rate on held-out tasks, with a 95 % interval
 pyagentrl plot RUN_DIR                       the run's curves as a PNG
 pyagentrl study SPEC [--report-only]         every arm x seed x family of a study, resumable, then its report
+pyagentrl baselines CONFIG [key=value ...]   a random mover, the best blind sequence and the untrained policy on the
+                                             config's held-out tasks: what a trained policy must beat
 pyagentrl demo                               the ops on a synthetic batch, then real FrozenLake rollouts
 """
 
@@ -48,6 +50,35 @@ def main(argv: Sequence[str] | None = None) -> None:
     study.add_argument("--output", help="where the runs go (default runs/study-<name>)")
     study.add_argument("--report", help="where the report goes (default docs/study/<name>)")
     study.add_argument("--report-only", action="store_true", help="rebuild the report from finished runs only")
+    baselines = commands.add_parser("baselines", help="baselines on a config's held-out tasks, to compare runs with")
+    baselines.add_argument("config", help="a YAML config, e.g. train/configs/default.yaml")
+    baselines.add_argument("overrides", nargs="*", help="key=value overrides, e.g. env.name=sokoban seed=1")
+    baselines.add_argument(
+        "--tasks", type=_positive_int, default=64, help="held-out tasks, from seed 2^30 on (default 64)"
+    )
+    baselines.add_argument(
+        "--selection-tasks",
+        type=_positive_int,
+        default=200,
+        help="task seeds 0..N-1 the blind sequence is chosen on (default 200)",
+    )
+    baselines.add_argument(
+        "--repeats", type=_positive_int, default=5, help="episodes a task for the random mover (default 5)"
+    )
+    baselines.add_argument(
+        "--length", type=_positive_int, default=8, help="longest blind sequence (default 8; capped by the episodes)"
+    )
+    baselines.add_argument(
+        "--policy-repeats",
+        type=_positive_int,
+        default=1,
+        help="sampling seeds seed..seed+N-1 for the untrained policy at the config's temperature (default 1)",
+    )
+    baselines.add_argument("--no-policy", action="store_true", help="skip the untrained policy (no model is loaded)")
+    baselines.add_argument("--out", help="write the JSON here (default: print it on one line after the table)")
+    baselines.add_argument(
+        "--key", help="store the result under this key of --out's JSON object, keeping its other keys (e.g. a family)"
+    )
     args, rest = parser.parse_known_args(argv)
 
     if args.command == "demo":
@@ -55,6 +86,9 @@ def main(argv: Sequence[str] | None = None) -> None:
 
         demo.main(rest)
         return
+    if args.command == "baselines":  # key=value after an option: argparse leaves them over
+        args.overrides += [r for r in rest if "=" in r and not r.startswith("-")]
+        rest = [r for r in rest if r not in args.overrides]
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     from pyagentrl.training.checkpoint import ResumeError
@@ -90,9 +124,54 @@ def main(argv: Sequence[str] | None = None) -> None:
             except (RunFailed, BrokenRecord) as exc:
                 print(f"pyagentrl study: {exc}", file=sys.stderr)
                 raise SystemExit(1) from None
+        elif args.command == "baselines":
+            _baselines(args)
     except (ConfigError, ResumeError, FileNotFoundError) as exc:
         print(f"pyagentrl {args.command}: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
+
+
+def _baselines(args: argparse.Namespace) -> None:
+    """``pyagentrl baselines``: the table on the terminal, the JSON to ``--out`` (under ``--key`` when given)."""
+    import json
+    from pathlib import Path
+
+    from pyagentrl.cache import atomic_write
+    from pyagentrl.training.baselines import compute_baselines, format_table
+    from pyagentrl.training.config import ConfigError, load_config, validate
+
+    if args.key is not None and args.out is None:
+        raise ConfigError("--key needs --out")
+    out = Path(args.out) if args.out is not None else None
+    existing: dict = {}
+    if out is not None and args.key is not None and out.is_file():  # read first: a bad file stops before any work
+        try:
+            existing = json.loads(out.read_text())
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"--out {out} is not JSON ({exc})") from None
+        if not isinstance(existing, dict):
+            raise ConfigError(f"--out {out} holds no JSON object to add --key {args.key!r} to")
+    config = load_config(args.config, list(args.overrides))
+    validate(config)
+    try:
+        record = compute_baselines(
+            config,
+            tasks=args.tasks,
+            selection_tasks=args.selection_tasks,
+            repeats=args.repeats,
+            length=args.length,
+            policy=not args.no_policy,
+            policy_repeats=args.policy_repeats,
+        )
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    print(format_table(record))
+    if out is None:
+        print(json.dumps(record))
+        return
+    out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(out, json.dumps(record if args.key is None else {**existing, args.key: record}, indent=2) + "\n")
+    print(f"wrote {out}" + (f" (key {args.key!r})" if args.key is not None else ""))
 
 
 if __name__ == "__main__":

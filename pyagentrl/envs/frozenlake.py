@@ -65,6 +65,9 @@ class FrozenLakeEnv(TextEnv):
         slippery: gymnasium's ``is_slippery``.
         max_steps: turns before the episode is truncated.
         random_start_goal: draw the start and goal cells per seed instead of top-left and bottom-right.
+        map_seed: pin the map: every task plays the map this seed draws (with ``random_start_goal``, its start and
+            goal too), whatever the task seed; the task seed then only drives a slippery lake's noise. A task set
+            that trains and tests one map measures learning that map, not reading maps.
     """
 
     family = "frozenlake"
@@ -76,6 +79,7 @@ class FrozenLakeEnv(TextEnv):
         slippery: bool = False,
         max_steps: int = 30,
         random_start_goal: bool = False,
+        map_seed: int | None = None,
         parser: ActionParser | None = None,
     ) -> None:
         super().__init__(max_steps=max_steps, parser=parser)
@@ -87,6 +91,9 @@ class FrozenLakeEnv(TextEnv):
             raise TypeError(f"random_start_goal must be a bool, got {random_start_goal!r}")
         self.size, self.p_frozen, self.slippery = size, p_frozen, slippery
         self.random_start_goal = random_start_goal
+        if map_seed is not None and (isinstance(map_seed, bool) or not isinstance(map_seed, int) or map_seed < 0):
+            raise ValueError(f"map_seed must be a non-negative integer or None, got {map_seed!r}")
+        self.map_seed = map_seed
         self._env: Any = None
         self._desc: list[str] = []
 
@@ -122,10 +129,11 @@ class FrozenLakeEnv(TextEnv):
 
         if not isinstance(task, int):
             raise ValueError(f"FrozenLake tasks are integer seeds, got {task!r}")
+        map_seed = task if self.map_seed is None else self.map_seed
         if self.random_start_goal:
-            self._desc = random_start_goal_map(self.size, self.p_frozen, task)
+            self._desc = random_start_goal_map(self.size, self.p_frozen, map_seed)
         else:
-            self._desc = generate_random_map(size=self.size, p=self.p_frozen, seed=task)
+            self._desc = generate_random_map(size=self.size, p=self.p_frozen, seed=map_seed)
         self._env = GymFrozenLake(desc=self._desc, is_slippery=self.slippery)
         state, _ = self._env.reset(seed=task)
         return self._result(int(state), 0.0, False)

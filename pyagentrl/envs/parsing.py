@@ -54,6 +54,25 @@ class ActionParser:
             return None  # no tag, or an unclosed one: the model broke the format
         return normalize(answer)
 
+    def span(self, reply: str) -> tuple[int, int] | None:
+        """Where in `reply` the candidate action of :meth:`extract` is written, as a (start, end) character range:
+        the content of the chosen ``<action>`` tag outside any closed ``<think>`` block (the whole reply for a bare
+        command), surrounding whitespace left out; None when `extract` finds no candidate."""
+        if self.extract(reply) is None:
+            return None
+        thinking = [m.span() for m in _THINK.finditer(reply)]
+        tags = [m for m in _TAG.finditer(reply) if not any(a <= m.start() < b for a, b in thinking)]
+        if tags:
+            tag = tags[-1] if self.last_tag else tags[0]
+            start, end = tag.span(1)
+        else:
+            start, end = (thinking[-1][1] if thinking else 0), len(reply)
+        while start < end and reply[start].isspace():
+            start += 1
+        while end > start and reply[end - 1].isspace():
+            end -= 1
+        return start, end
+
     def parse(self, reply: str, admissible: Sequence[str]) -> str | None:
         """The admissible action (as the game spells it) that `reply` names, or None when it names none."""
         candidate = self.extract(reply)

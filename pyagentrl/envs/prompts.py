@@ -58,6 +58,7 @@ def render_prompt(
     history_length: int = 2,
     intro: bool = True,
     answer_format: str = "reason",
+    compact: bool = False,
 ) -> str:
     """The user prompt for one turn.
 
@@ -71,10 +72,17 @@ def render_prompt(
             which already holds them.
         answer_format: "reason" (verl-agent's: reasoning in <think>, then the action) or "direct" (the action
             alone).
+        compact: a later turn of a conversation (``intro=False``) that holds only the step, the observation and
+            the admissible actions: the first turn has stated the task and the answer format already.
     """
     if family not in INTRO:
         raise ValueError(f"family must be one of {sorted(INTRO)}, got {family!r}")
     check_answer_format(answer_format)
+    actions = ", ".join(f"'{a}'" for a in current.admissible_actions)
+    if compact:
+        if intro:
+            raise ValueError("compact=True is for the later turns of a conversation (intro=False)")
+        return f"Step {step_count + 1}:\n{current.observation}\n\nAdmissible actions: [{actions}]."
     parts = [INTRO[family]] if intro else []
     task = current.task
     if (
@@ -92,7 +100,6 @@ def render_prompt(
             f"{len(recent)} observations and the corresponding actions you took:\n{lines}"
         )
     parts.append(f"You are now at step {step_count + 1} and your current observation is:\n{current.observation}")
-    actions = ", ".join(f"'{a}'" for a in current.admissible_actions)
     parts.append(f"Your admissible actions of the current situation are: [{actions}].")
     parts.append(ANSWER_FORMATS[answer_format])
     return "\n\n".join(parts)

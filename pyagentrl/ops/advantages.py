@@ -15,6 +15,35 @@ from pyagentrl.ops.ids import factorize_pairs
 from pyagentrl.ops.returns import has_contiguous_steps
 from pyagentrl.ops.stats import NormMode, SingletonRule
 
+EpisodeWeighting = Literal["episode", "rows", "inverse_length"]
+EPISODE_WEIGHTINGS: tuple[str, ...] = ("episode", "rows", "inverse_length")
+Combine = Literal["sum", "blend"]
+
+
+def check_episode_weighting(weighting: str) -> str:
+    """Checks how an episode's rows share its advantage (docs/algorithms.md (E1)–(E3))."""
+    if weighting not in EPISODE_WEIGHTINGS:
+        raise ValueError(f"episode_weighting must be one of {EPISODE_WEIGHTINGS}, got {weighting!r}")
+    return weighting
+
+
+def check_combine(combine: str, step_weight: float, alpha: float | None) -> None:
+    """The two ways of adding GiGPO's levels (docs/algorithms.md (G8), (G10)); a setting the chosen way does not
+    read is refused rather than ignored."""
+    if combine not in ("sum", "blend"):
+        raise ValueError(f"combine must be 'sum' or 'blend', got {combine!r}")
+    if combine == "sum" and alpha is not None:
+        raise ValueError(f"alpha is the weight of combine='blend' (docs/algorithms.md (G10)), got {alpha} with 'sum'")
+    if combine == "blend":
+        if alpha is None:
+            raise ValueError("alpha: combine='blend' needs alpha in [0, 1] (A = alpha·A^E + (1 − alpha)·A^S)")
+        _checks.unit_interval(alpha, "alpha")
+        if step_weight != 1.0:
+            raise ValueError(
+                f"step_weight is the ω of combine='sum' (docs/algorithms.md (G8)); combine='blend' weighs the "
+                f"levels by alpha alone: leave step_weight at 1, got {step_weight}"
+            )
+
 
 def grpo_advantage(
     scores: torch.Tensor,
@@ -25,14 +54,21 @@ def grpo_advantage(
     eps: float = 1e-6,
     unbiased: bool = True,
     singleton: SingletonRule = "zero",
+    episode_weighting: EpisodeWeighting = "episode",
 ) -> torch.Tensor:
     """Episode-level relative advantage A^E_τ = (R_τ − mean_g R) / (std_g R + ε) (GiGPO Eq. 3;
     docs/algorithms.md (E1)), or
     R_τ − mean_g R with ``norm="mean_norm"``, given to every row of τ.
 
-    Statistics are taken once per trajectory, over the N rollouts of the group, whatever their lengths.
-    To take them over step rows instead, as verl-agent does (long trajectories then weigh more), or for
-    single-turn batches where each row is a whole trajectory, pass ``traj_ids=torch.arange(N)``.
+    ``episode_weighting`` sets how the episode's rows share it (docs/algorithms.md (E1)–(E3)):
+
+    - ``"episode"`` (default, (E1)): statistics once per trajectory, whatever its length; under a token-mean loss
+      a trajectory of n rows then weighs n times its advantage, so the rows of a group need not sum to 0.
+    - ``"rows"`` ((E2), verl-agent's): statistics over the group's step rows, a trajectory counted once per row;
+      the rows of each group sum to 0. The singleton rule then applies to a group of one row. The same as
+      ``traj_ids=torch.arange(N)``, which also serves single-turn batches (a row is a trajectory).
+    - ``"inverse_length"`` ((E3)): (E1)'s value times n̄_g / n_τ (n̄_g: the mean length of the group's
+      trajectories), so every trajectory of a group carries the same total weight and the rows sum to 0.
 
     Args:
         scores: float [N], the episode score R_τ of each row's trajectory (equal on all rows of τ).
@@ -47,6 +83,7 @@ def grpo_advantage(
     scale = _checks.norm_mode(norm)
     singleton_raw = _checks.singleton_rule(singleton)
     eps = _checks.non_negative(eps, "eps")
+    weighting = check_episode_weighting(episode_weighting)
     traj, num_trajs = factorize_pairs(g, t)
     lowest = torch.full((num_trajs,), float("inf"), dtype=x.dtype, device=x.device)
     traj_score = lowest.scatter_reduce(0, traj, x, "amin")
@@ -57,7 +94,7 @@ def grpo_advantage(
         raise ValueError(f"scores differ within one trajectory (the one of row {row}); give each row its episode score")
     traj_group = torch.zeros_like(traj_score, dtype=torch.int64).scatter_(0, traj, g)
     num_groups = int(g.max()) + 1
-    return episode_advantage(traj_score, traj_group, traj, num_groups, scale, eps, unbiased, singleton_raw)
+    return episode_advantage(traj_score, traj_group, traj, num_groups, scale, eps, unbiased, singleton_raw, weighting)
 
 
 def episode_advantage(
@@ -69,13 +106,47 @@ def episode_advantage(
     eps: float,
     unbiased: bool,
     singleton_raw: bool,
+    weighting: str = "episode",
 ) -> torch.Tensor:
-    """Unchecked core of :func:`grpo_advantage` (docs/algorithms.md (E1)): the trajectories' scores [T] normalised
-    within their task groups, given to each row. Arguments as validated by the public function or a StepBatch."""
-    advantage = run(
-        "group_normalize", traj_score.device, traj_score, traj_group, num_groups, scale, unbiased, eps, singleton_raw
-    )
+    """Unchecked core of :func:`grpo_advantage` (docs/algorithms.md (E1)–(E3)): the trajectories' scores [T]
+    normalised within their task groups, given to each row and weighted by ``weighting``. Arguments as validated by
+    the public function or a StepBatch (dense trajectory ids)."""
+    device = traj_score.device
+    if weighting == "rows":  # (E2): each row a member of its group's statistics
+        row_group = traj_group[traj_ids]
+        row_score = traj_score[traj_ids]
+        return run("group_normalize", device, row_score, row_group, num_groups, scale, unbiased, eps, singleton_raw)
+    advantage = run("group_normalize", device, traj_score, traj_group, num_groups, scale, unbiased, eps, singleton_raw)
+    if weighting == "inverse_length":  # (E3)
+        weight = inverse_length_weights(traj_group, traj_ids, num_groups)
+        return (advantage.double()[traj_ids] * weight).to(advantage.dtype)
     return advantage[traj_ids]
+
+
+def inverse_length_weights(traj_group: torch.Tensor, traj_ids: torch.Tensor, num_groups: int) -> torch.Tensor:
+    """float64 [R]: w_i = n̄_g / n_τ(i), the mean length of the trajectories of τ(i)'s group over τ(i)'s length
+    (docs/algorithms.md (E3)). The rows of every trajectory of group g sum to n̄_g.
+
+    Counts by index_add (no bincount), so nothing reads back to the host (CUDA graphs capture it)."""
+    num_trajs = traj_group.numel()
+    ones = torch.ones(traj_ids.numel(), dtype=torch.float64, device=traj_ids.device)
+    length = torch.zeros(num_trajs, dtype=torch.float64, device=traj_ids.device).index_add_(0, traj_ids, ones)
+    group_rows = torch.zeros(num_groups, dtype=torch.float64, device=traj_ids.device).index_add_(0, traj_group, length)
+    # Trajectory ids without rows (possible only in an unchecked caller's sparse ids) are not counted.
+    group_trajs = torch.zeros_like(group_rows).index_add_(0, traj_group, (length > 0).double())
+    mean_length = group_rows / group_trajs.clamp_min(1)
+    return (mean_length[traj_group] / length.clamp_min(1))[traj_ids]
+
+
+def combine_levels(
+    episode: torch.Tensor, step: torch.Tensor, combine: str, step_weight: float, alpha: float | None
+) -> torch.Tensor:
+    """GiGPO's two levels per row: A^E + ω·A^S (``"sum"``, docs/algorithms.md (G8)) or α·A^E + (1 − α)·A^S
+    (``"blend"``, (G10)). Unchecked: see :func:`check_combine`."""
+    if combine == "blend":
+        assert alpha is not None
+        return alpha * episode + (1.0 - alpha) * step
+    return episode + step_weight * step
 
 
 def gigpo_advantage(
@@ -90,10 +161,15 @@ def gigpo_advantage(
     eps: float = 1e-6,
     unbiased: bool = True,
     episode_singleton: SingletonRule = "zero",
+    episode_weighting: EpisodeWeighting = "episode",
+    combine: Combine = "sum",
+    alpha: float | None = None,
 ) -> torch.Tensor:
-    """GiGPO advantage A_i = A^E_τ(i) + w · A^S_i (GiGPO Eq. 8; docs/algorithms.md (G3)–(G8)).
+    """GiGPO advantage A_i = A^E_τ(i) + w · A^S_i (GiGPO Eq. 8; docs/algorithms.md (G3)–(G8)), or with
+    ``combine="blend"`` A_i = α·A^E_τ(i) + (1 − α)·A^S_i ((G10); ``alpha`` required, ``step_weight`` left at 1).
 
-    A^E is :func:`grpo_advantage` of ``episode_scores`` (once per trajectory). A^S normalises the
+    A^E is :func:`grpo_advantage` of ``episode_scores``, shared over the rows as ``episode_weighting`` says
+    ((E1)–(E3); default once per trajectory). A^S normalises the
     discounted step returns G_i (Eq. 5: ``discounted_returns(rewards, traj_ids=, step_ids=, gamma=)``, where
     the discount γ enters) within anchor-state groups: rows of one task group whose ``anchor_ids`` are
     equal (Eq. 6, 7). A step group of one row gets A^S = 0, and so does an all-equal one.
@@ -104,6 +180,8 @@ def gigpo_advantage(
             equality within a task group matters.
         traj_ids: as in :func:`grpo_advantage`.
     """
+    weight = _checks.finite(step_weight, "step_weight")
+    check_combine(combine, weight, alpha)
     episode = grpo_advantage(
         episode_scores,
         group_ids=group_ids,
@@ -112,17 +190,17 @@ def gigpo_advantage(
         eps=eps,
         unbiased=unbiased,
         singleton=episode_singleton,
+        episode_weighting=episode_weighting,
     )
     returns = _checks.float_values(step_returns, "step_returns")
     if returns.shape != episode.shape:
         raise ValueError(f"step_returns must have {episode.numel()} rows, got shape {tuple(returns.shape)}")
     if returns.dtype != episode.dtype:
         raise TypeError(f"step_returns is {returns.dtype} but episode_scores is {episode.dtype}; give both one dtype")
-    weight = _checks.finite(step_weight, "step_weight")
     anchors = _checks.ids_any_value(anchor_ids, "anchor_ids", returns.numel(), returns.device)
     state_ids, num_states = factorize_pairs(group_ids, anchors)
     step = step_advantage(returns, state_ids, num_states, norm == "mean_std_norm", eps, unbiased)
-    return episode + weight * step
+    return combine_levels(episode, step, combine, weight, alpha)
 
 
 def step_advantage(

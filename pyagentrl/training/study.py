@@ -19,7 +19,10 @@ each arm::
 Each run is a ``pyagentrl train`` subprocess (an engine such as vLLM holds one model per process) writing
 ``<output>/<family>/<arm>/seed<k>/run-<time>/`` (checkpoints: gigabytes, kept out of the repository). Once scored, a
 run leaves its record in ``<report>/results/<family>/<arm>/seed<k>/``: ``done.json`` (the held-out evaluation with
-each task's outcome), ``metrics.jsonl`` and ``config.yaml``, a few kilobytes meant to be committed. The report is
+each task's outcome), ``metrics.jsonl`` and ``config.yaml``, a few kilobytes meant to be committed. Beside them,
+``<report>/baselines.json`` holds each family's baselines on the same held-out tasks (``pyagentrl baselines ...
+--out <report>/baselines.json --key <family>``: a random mover, the best blind sequence chosen on other task seeds,
+the untrained policy); a family without one gets the first two computed for the report. The report is
 rebuilt from the records alone, and a run with a record is never run again, so a study outlives the machine that ran
 its first runs. A run that was interrupted resumes from its latest checkpoint (``train --resume``), so a killed study
 continues where it stopped. Once scored, a run keeps (``keep: model``, the default) only its last checkpoint's
@@ -54,7 +57,7 @@ _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 _KEEP = ("model", "checkpoints")
 DONE = "done.json"  # a scored run's evaluation; its presence marks the run finished
 _EVAL_KEYS = {"success_rate", "successes", "tasks", "won"}  # what the report reads of an evaluation
-OPEN_LOOP_LENGTH = 8  # the blind reference's longest sequence: 4^8 sequences of a grid game's four moves
+BASELINES = "baselines.json"  # beside the report: per family, a `pyagentrl baselines` record on the held-out tasks
 
 
 @dataclass
@@ -340,25 +343,122 @@ def _untrained_line(spec: StudySpec, records: Records) -> str:
     )
 
 
-def _open_loop_line(spec: StudySpec, family: str) -> str:
-    """The family's best blind policy on the held-out tasks: a score a policy must beat to show it reads the state."""
-    from pyagentrl.envs import env_factory
-    from pyagentrl.envs.open_loop import best_open_loop
-    from pyagentrl.training.trainer import EVAL_SEED_BASE
+def _stored_baselines(spec: StudySpec) -> dict[str, Any]:
+    """``<report>/baselines.json``: per family, a `pyagentrl baselines` record (empty when there is none)."""
+    path = spec.report / BASELINES
+    if not path.is_file():
+        return {}
+    try:
+        stored = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise BrokenRecord(
+            f"{path} is not JSON ({exc}); remove it or write it again with pyagentrl baselines"
+        ) from None
+    if not isinstance(stored, dict):
+        raise BrokenRecord(f"{path} holds no mapping of families to baselines; remove it or write it again")
+    return stored
+
+
+def family_baselines(spec: StudySpec, family: str, stored: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
+    """The family's baselines on the study's held-out tasks and where they come from: the stored record when it was
+    made for this family's environment and held-out tasks; otherwise the environment's own (random mover, blind
+    sequence) computed now, without the untrained policy, which needs the model. (None, why) when neither can be."""
+    from pyagentrl.training.baselines import compute_baselines
+
+    config = load_config(spec.config, spec.families[family])
+    record: Any = stored.get(family)
+    env = {"name": config.env.name, "options": dict(config.env.options)}
+    try:
+        if record["settings"]["env"] == env and record["held_out"]["tasks"] == spec.eval_tasks:
+            return record, f"[{BASELINES}]({BASELINES})"
+    except (TypeError, KeyError):
+        pass  # none stored, or for other settings: computed below
+    try:
+        record = compute_baselines(config, tasks=spec.eval_tasks, policy=False)
+    except (ValueError, ImportError, OSError, RuntimeError) as exc:  # e.g. a game whose data is not here
+        return None, str(exc)
+    return record, f"computed for this report; not in {BASELINES}, so without the untrained policy"
+
+
+def _count(result: dict[str, Any]) -> str:
+    successes = result["successes"]
+    return f"{successes:g}" if float(successes).is_integer() else f"{successes:.1f}"
+
+
+def _rate(result: dict[str, Any]) -> str:
+    low, high = result["ci95"]
+    return f"{result['success_rate']:.3f}, Wilson 95 % {low:.3f}-{high:.3f}"
+
+
+def _pooled_text(result: dict[str, Any]) -> str:
+    """A baseline played several times: its mean successes a pass, and its pooled episodes."""
+    return (
+        f"{_count(result)}/{result['tasks']} a pass, mean of {result['passes']} "
+        f"({result['pooled_successes']}/{result['episodes']} episodes, {_rate(result)})"
+    )
+
+
+def _baseline_lines(record: dict[str, Any] | None, source: str, max_steps: int | None) -> list[str]:
+    """The family's baselines, in words, for the report."""
+    if record is None:
+        return [f"Baselines: none ({source})."]
+    tasks = record["held_out"]["tasks"]
+    mover, blind = record["random_mover"], record["blind_sequence"]
+    steps = f", up to {max_steps} steps" if max_steps is not None else ""
+    lines = [
+        f"Baselines on the same {tasks} held-out tasks ({source}); a held-out success at or below the random "
+        "mover's does not show that a policy reads the state:",
+        "",
+        f"- Uniform random mover over the admissible actions{steps}: {_pooled_text(mover)}.",
+    ]
+    if "none" in blind:
+        lines.append(f"- Best fixed sequence: none ({blind['none']}).")
+    else:
+        first, last = blind["selection_range"]
+        lines.append(
+            f"- Best fixed sequence of at most {blind['length']} actions, chosen on the task seeds {first}..{last} "
+            f"(where it wins {blind['selection_wins']}/{blind['selection_tasks']}), then played on every held-out "
+            f"task without looking ({', '.join(blind['sequence'])}): {blind['successes']}/{tasks} ({_rate(blind)})."
+        )
+    policy = record.get("untrained_policy")
+    if policy is not None:
+        sampled, greedy = policy["sampled"], policy["greedy"]
+        seeds = ", ".join(str(s) for s in sampled["sampling_seeds"])
+        lines.append(
+            f"- Untrained policy ({policy['model']}, {policy['engine']}) at temperature {sampled['temperature']:g}, "
+            f"sampling seeds {seeds}: {_pooled_text(sampled)}; greedy: {greedy['successes']}/{greedy['tasks']} "
+            f"({_rate(greedy)})."
+        )
+    return lines
+
+
+def _max_steps(spec: StudySpec, family: str) -> int | None:
+    from pyagentrl.envs import make_env
 
     env = load_config(spec.config, spec.families[family]).env
-    factory = env_factory(env.name, **env.options)
     try:
-        length = min(OPEN_LOOP_LENGTH, factory().max_steps)
-        best = best_open_loop(factory, [EVAL_SEED_BASE + k for k in range(spec.eval_tasks)], length)
-    except (ValueError, ImportError, OSError) as exc:  # a text game, or one whose data is not here: no reference
-        return f"Blind reference: none ({exc})."
-    low, high = wilson_interval(best.wins, best.tasks)
-    return (
-        f"Blind reference: the best fixed sequence of at most {length} actions, played on every held-out task without "
-        f"looking ({', '.join(best.actions)}), wins {best.wins}/{best.tasks} ({best.wins / best.tasks:.3f}, Wilson "
-        f"95 % {low:.3f}-{high:.3f}). A held-out success at or below it does not show that a policy reads the state."
-    )
+        game = make_env(env.name, **env.options)
+    except (TypeError, ValueError, ImportError, OSError):
+        return None
+    try:
+        return game.max_steps
+    finally:
+        game.close()
+
+
+def _draw_baselines(panel: Any, record: dict[str, Any] | None) -> None:
+    """The baselines' held-out rates as horizontal lines over the training curves (the training tasks are other
+    seeds of the same family, so the levels compare)."""
+    if record is None:
+        return
+    levels = [("random mover", record["random_mover"], "--", "black")]
+    if "none" not in record["blind_sequence"]:
+        levels.append(("best blind sequence", record["blind_sequence"], ":", "dimgray"))
+    policy = record.get("untrained_policy")
+    if policy is not None:
+        levels.append(("untrained policy", policy["sampled"], "-.", "firebrick"))
+    for label, result, style, colour in levels:
+        panel.axhline(result["success_rate"], linestyle=style, color=colour, linewidth=1.2, label=f"{label} (held-out)")
 
 
 def write_report(spec: StudySpec) -> Path:
@@ -383,6 +483,8 @@ def write_report(spec: StudySpec) -> Path:
         "",
     ]
     baseline = next(iter(spec.arms))  # the first arm: the others are compared with it task by task
+    stored = _stored_baselines(spec)
+    temperatures: set[float] = set()  # of the runs' held-out evaluations
     figure, axes = plt.subplots(1, len(spec.families), figsize=(6 * len(spec.families), 4), squeeze=False)
     for panel, family in zip(axes[0], spec.families, strict=True):
         records = {
@@ -414,6 +516,9 @@ def write_report(spec: StudySpec) -> Path:
             panel.fill_between(
                 x, [min(c[i] for c in curves) for i in x], [max(c[i] for c in curves) for i in x], alpha=0.2
             )
+            temperatures |= {
+                r["eval"]["temperature"] for r in results if isinstance(r["eval"].get("temperature"), (int, float))
+            }
             success = _mean_ci([r["eval"]["success_rate"] for r in results])
             wins = sum(r["eval"]["successes"] for r in results)
             episodes = sum(r["eval"]["tasks"] for r in results)
@@ -430,16 +535,20 @@ def write_report(spec: StudySpec) -> Path:
                 f"{sum(seconds) / len(seconds):.0f} s | {1e3 * sum(own) / len(own):.1f} ms | "
                 f"{len(results)} of {len(spec.seeds)} |"
             )
-        lines += ["", _untrained_line(spec, records), "", _open_loop_line(spec, family), ""]
+        family_record, source = family_baselines(spec, family, stored)
+        lines += ["", *_baseline_lines(family_record, source, _max_steps(spec, family)), ""]
+        lines += [_untrained_line(spec, records), ""]
+        _draw_baselines(panel, family_record)
         panel.set_title(family)
         panel.set_xlabel("iteration")
-        panel.set_ylabel("training success rate (band: min-max over seeds)")
+        panel.set_ylabel("success rate (training: band min-max over seeds)")
         panel.set_ylim(-0.02, 1.02)
-        if panel.lines:  # no legend on a family with no finished run
-            panel.legend(fontsize=8)
+        if panel.lines:  # no legend on a family with no finished run and no baseline
+            panel.legend(fontsize=7, ncol=2, loc="upper left")
+    sampled = f", sampled at temperature {', '.join(f'{t:g}' for t in sorted(temperatures))}" if temperatures else ""
     lines += [
-        "Held-out success: each seed's last checkpoint on the held-out tasks; ± is the half-width of the 95 % "
-        "t-interval across seeds. AUC: the mean training success rate over iterations. Anchor statistics and the "
+        f"Held-out success: each seed's last checkpoint on the held-out tasks{sampled}; ± is the half-width of the "
+        "95 % t-interval across seeds. AUC: the mean training success rate over iterations. Anchor statistics and the "
         "advantage std are averages over iterations and seeds; purity compares the anchor groups with exact keys "
         "(1 for exact anchors). Held-out minus the first arm's: the difference of the two success rates on the same "
         "held-out tasks (every run plays the same task seeds), pooled over the seeds both arms have finished, with the "

@@ -27,9 +27,10 @@ from pyagentrl.ops import AdvantageConfig, StepBatch, factorize_pairs, get_adv_e
 from pyagentrl.rollout import Rollout, RolloutConfig, SamplingConfig, collect, make_engine, merge_rollouts
 from pyagentrl.rollout.models import resolve_model
 from pyagentrl.training import checkpoint
-from pyagentrl.training.config import TrainConfig, load_config, save_config, to_yaml, validate
+from pyagentrl.training.config import TrainConfig, load_config, optimizer_steps, save_config, to_yaml, validate
 from pyagentrl.training.distributed import World, init_world, world_size_from_env
 from pyagentrl.training.metrics import Display, MetricsLog
+from pyagentrl.training.plot import EVAL_FILE
 
 #: Training draws task seeds below this; evaluation uses seeds from it on, so they are never trained on.
 EVAL_SEED_BASE = 2**30
@@ -50,6 +51,7 @@ def rollout_config(config: TrainConfig, sampling_seed: int | None) -> RolloutCon
     r = config.rollout
     return RolloutConfig(
         prompting=r.prompting,  # type: ignore[arg-type]
+        turn_format=r.turn_format,  # type: ignore[arg-type]
         history_length=r.history_length,
         invalid_action_penalty=r.invalid_action_penalty,
         sampling=SamplingConfig(r.temperature, r.top_p, r.max_new_tokens, tuple(r.stop), sampling_seed),
@@ -71,6 +73,9 @@ def advantage_config(config: TrainConfig, iteration: int) -> AdvantageConfig:
         step_weight=a.step_weight.at(iteration),
         episode_singleton=a.episode_singleton,  # type: ignore[arg-type]
         norm_over=a.norm_over,  # type: ignore[arg-type]
+        episode_weighting=a.episode_weighting,  # type: ignore[arg-type]
+        combine=a.combine,  # type: ignore[arg-type]
+        alpha=None if a.alpha is None else a.alpha.at(iteration),
     )
 
 
@@ -173,7 +178,15 @@ def train(config_path: str | None, overrides: list[str], resume: str | None = No
         config.actor.deepspeed = "deepspeed.json"  # the run directory keeps its own copy
         save_config(config, run_dir / "config.yaml")
         print(f"Run directory: {run_dir}\nResolved config:\n{to_yaml(config)}", flush=True)
-    learner = Learner(model_path, config.actor, world, ds_config)
+    learner = Learner(
+        model_path,
+        config.actor,
+        world,
+        ds_config,
+        temperature=config.rollout.temperature,
+        top_p=config.rollout.top_p,
+        total_steps=optimizer_steps(config),
+    )
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")  # its per-update INFO lines would bury the progress display
     engine = make_engine(config.rollout.engine, model_path, **engine_options(config, world))
 
@@ -184,6 +197,8 @@ def train(config_path: str | None, overrides: list[str], resume: str | None = No
             checkpoint.prune(run_dir / "checkpoints", latest, config.checkpoint.keep)  # stale later ones go
             print(f"Resumed from {latest} at iteration {start}", flush=True)
     engine.update_weights(learner.weights())  # the same weights whether the run is new or resumed
+    if config.eval.tasks > 0 and config.eval.untrained and start == 0:
+        _score_and_record(run_dir, "untrained", engine, config, world)
 
     estimator = get_adv_estimator(config.algorithm.estimator)
     keyer = StateKeyer(mode=config.anchors.mode, **config.anchors.options)  # type: ignore[arg-type]
@@ -221,17 +236,82 @@ def train(config_path: str | None, overrides: list[str], resume: str | None = No
             display.close()
         if log is not None:
             log.close()
+    if config.eval.tasks > 0:
+        _score_and_record(run_dir, "trained", engine, config, world)
     if world.is_main:
         from pyagentrl.training.plot import plot_run
 
         plot = plot_run(run_dir)
+        scored = ""
+        if (run_dir / EVAL_FILE).is_file():
+            scored = f"\n  eval        {run_dir / EVAL_FILE}\n  learning    {plot.parent / 'learning.png'}"
         print(
             f"Done: {run_dir}\n  metrics     {run_dir / 'metrics.jsonl'}\n  tensorboard {run_dir / 'tensorboard'}\n"
-            f"  plot        {plot}\n  checkpoint  {checkpoint.latest(run_dir / 'checkpoints')}",
+            f"  plot        {plot}\n  checkpoint  {checkpoint.latest(run_dir / 'checkpoints')}{scored}",
             flush=True,
         )
     engine.close()
     return run_dir
+
+
+def _score_and_record(run_dir: Path, policy: str, engine: Any, config: TrainConfig, world: World) -> None:
+    """Scores the weights the engine holds on the run's held-out tasks (rank 0; the others wait) and records them
+    as entry ``policy`` of ``<run>/eval.json`` (written atomically: the untrained score survives a crash)."""
+    if world.is_main:
+        from pyagentrl.cache import atomic_write
+        from pyagentrl.training.evaluate import held_out_seeds, score_policy
+
+        clock = time.perf_counter()
+        score = score_policy(engine, config, config.eval.tasks, config.eval.temperature)
+        if config.eval.greedy and score["temperature"] != 0:
+            score["greedy"] = score_policy(engine, config, config.eval.tasks, 0.0)
+        score["seconds"] = time.perf_counter() - clock
+        path = run_dir / EVAL_FILE
+        record = json.loads(path.read_text()) if path.is_file() else {}
+        seeds = held_out_seeds(config.eval.tasks)
+        record.update(task_seeds=[seeds[0], seeds[-1]], tasks_are=describe_tasks(config))
+        record[policy] = score
+        atomic_write(path, json.dumps(record, indent=2) + "\n")
+        for entry in (score, score.get("greedy")):
+            if entry is not None:
+                low, high = entry["ci95"]
+                print(
+                    f"Held-out score, {policy} policy: {entry['successes']}/{entry['tasks']} = "
+                    f"{entry['success_rate']:.3f} (95 % CI {low:.3f}-{high:.3f}, temperature {entry['temperature']})",
+                    flush=True,
+                )
+        if policy == "trained" and "untrained" in record:
+            print(eval_summary(record), flush=True)
+    world.barrier()
+
+
+def describe_tasks(config: TrainConfig) -> str:
+    """What the held-out tasks of ``config`` test, in words: one pinned map measures learning that map only."""
+    pinned = config.env.options.get("map_seed")
+    if pinned is not None:
+        return (
+            f"{config.env.name} with its map pinned (map_seed {pinned}): every task is the same map, so a gain "
+            "shows the policy learned that map, not that it reads maps"
+        )
+    return f"{config.env.name} tasks drawn from held-out seeds, never trained on"
+
+
+def eval_summary(record: dict[str, Any]) -> str:
+    trained, untrained = record["trained"], record["untrained"]
+    above = trained["ci95"][0] > untrained["ci95"][1]
+    verdict = (
+        "the trained policy's 95 % interval lies above the untrained one's"
+        if above
+        else "the intervals overlap: this run does not show that training helped"
+    )
+    greedy = ""
+    if "greedy" in trained and "greedy" in untrained:
+        greedy = f" (greedy: {untrained['greedy']['successes']} and {trained['greedy']['successes']})"
+    return (
+        f"Learned? untrained {untrained['successes']}/{untrained['tasks']}, trained {trained['successes']}/"
+        f"{trained['tasks']} on the same held-out tasks at temperature {trained['temperature']}{greedy}: "
+        f"{verdict}.\n  Tasks: {record['tasks_are']}."
+    )
 
 
 def _iteration(
@@ -279,6 +359,7 @@ def _iteration(
     seconds["advantages"] = time.perf_counter() - clock
     metrics.update(
         step_weight=adv_config.step_weight,
+        alpha=adv_config.alpha,
         dropped_group_share=dropped,
         advantage_mean=float(advantages.mean()),
         advantage_std=float(advantages.std()) if advantages.numel() > 1 else 0.0,
@@ -291,17 +372,30 @@ def _iteration(
         tokens = rollout.tokens(config.actor.layout)  # type: ignore[arg-type]
         token_adv = tokens.token_advantages(advantages, rollout.steps)
         clock = time.perf_counter()
-        old, ref = learner.score(tokens)
-        seconds["old_logprobs"] = time.perf_counter() - clock
-        clock = time.perf_counter()
         generator = torch.Generator().manual_seed(iteration_seed(config.seed, iteration, 2))
-        update = learner.update(tokens, token_adv, old, ref, generator)
-        seconds["update"] = time.perf_counter() - clock
+        update = learner.update(tokens, token_adv, generator)
+        seconds["old_logprobs"] = update.seconds_scoring
+        seconds["update"] = time.perf_counter() - clock - update.seconds_scoring
+        forwarded, sampled = int(tokens.attention_mask.sum()), float(tokens.response_mask.sum())
+        metrics["learner_tokens"] = forwarded  # per pass over the batch
+        metrics["learner_tokens_per_sampled_token"] = forwarded / max(sampled, 1.0)
         clock = time.perf_counter()
         engine.update_weights(learner.weights())
         seconds["weight_sync"] = time.perf_counter() - clock
     stats = asdict(update) if update is not None else {}
-    for key in ("loss", "clip_fraction", "kl", "entropy", "policy_drift", "grad_norm", "optimizer_steps"):
+    for key in (
+        "loss",
+        "clip_fraction",
+        "kl",
+        "entropy",
+        "action_entropy",
+        "policy_drift",
+        "logprob_gap",
+        "grad_norm",
+        "lr",
+        "optimizer_steps",
+        "scored_rows",
+    ):
         metrics[key] = stats.get(key)
     total = time.perf_counter() - started
     for phase in ("rollout", "keys", "advantages", "old_logprobs", "update", "weight_sync"):

@@ -75,6 +75,23 @@ def test_frozenlake_random_start_goal_maps_are_solvable_and_vary() -> None:
         make_env("frozenlake", random_start_goal="yes")
 
 
+def test_frozenlake_map_seed_pins_the_map_of_every_task() -> None:
+    from pyagentrl.envs.frozenlake import random_start_goal_map
+
+    pinned = {make_env("frozenlake", size=4, map_seed=7).reset(seed).observation for seed in range(20)}
+    assert len(pinned) == 1  # every task seed plays the same map
+    free = {make_env("frozenlake", size=4).reset(seed).observation for seed in range(20)}
+    assert len(free) > 1
+    # The pinned map is the one the map seed draws as a task seed of its own.
+    assert pinned == {make_env("frozenlake", size=4).reset(7).observation}
+    env = make_env("frozenlake", size=4, random_start_goal=True, map_seed=3)
+    env.reset(123)
+    assert env._desc == random_start_goal_map(4, 0.8, 3)
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="map_seed must be a non-negative integer"):
+            make_env("frozenlake", map_seed=bad)
+
+
 def test_frozenlake_hole_ends_without_reward() -> None:
     env = make_env("frozenlake", size=4)
     for seed in range(20):

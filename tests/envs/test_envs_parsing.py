@@ -50,3 +50,23 @@ def test_returns_game_spelling() -> None:
 def test_normalize() -> None:
     assert normalize('  "Take  the\nkey."  ') == "Take the key"
     assert normalize("**'look'.**.") == "look"
+
+
+@pytest.mark.parametrize(
+    ("reply", "named"),
+    [
+        ("<think>maybe <action>left</action></think> <action> go north </action>", "go north"),
+        ("<action>up</action> then <action>down</action>", "down"),
+        ("  look  ", "look"),
+        ("<think>hmm</think> take key", "take key"),
+        ("<action>open door", None),  # an unclosed tag names nothing
+    ],
+)
+def test_span_locates_the_extracted_action(reply: str, named: str | None) -> None:
+    parser = ActionParser()
+    span = parser.span(reply)
+    if named is None:
+        assert span is None and parser.extract(reply) is None
+        return
+    assert span is not None and reply[span[0] : span[1]] == named
+    assert normalize(reply[span[0] : span[1]]) == parser.extract(reply)

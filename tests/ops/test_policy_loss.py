@@ -159,3 +159,30 @@ def test_loss_units_turn_each_mode_into_a_sum(mode):
                     expected_sum += float(loss[r][on].mean())
     got = reduce_token_loss(loss, mask, mode, seg) * loss_units(mask, mode, seg)
     assert float(got) == pytest.approx(expected_sum, rel=1e-12)
+
+
+# ---- the KL penalty against verl's -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("estimator, verl_name", [("k1", "k1"), ("k3", "low_var_kl")])
+def test_kl_penalty_matches_verl_and_bounds_the_gradient(estimator, verl_name):
+    from testkit.peers import import_peer
+
+    core_algos = import_peer("verl.trainer.ppo.core_algos")
+    g = torch.Generator().manual_seed(0)
+    ref = -torch.rand(64, generator=g, dtype=torch.float64) * 5
+    # Ordinary tokens, and tokens the policy has made far rarer than the reference (k3's exp(ref - logp) explodes).
+    noise = torch.randn(48, generator=g, dtype=torch.float64) * 0.5
+    logp = torch.cat([ref[:48] + noise, ref[48:] - 40]).requires_grad_()
+    ours = ops.kl_penalty(logp, ref, estimator)
+    theirs = core_algos.kl_penalty(logp.detach(), ref, verl_name)
+    torch.testing.assert_close(ours.detach(), theirs)
+    ours.sum().backward()
+    # k1's gradient is 1; k3's is 1 - r, and r − log r − 1 <= 10 keeps r below 13.
+    assert torch.isfinite(logp.grad).all() and logp.grad.abs().max() <= 13
+    if estimator == "k3":
+        assert (ours >= 0).all() and float(ours.max()) == 10.0 and (logp.grad[48:] == 0).all()
+        unclamped = torch.exp(ref[48:] - logp.detach()[48:])  # what an unclamped k3 would have given
+        assert unclamped.min() > 1e15
+    with pytest.raises(ValueError, match="estimator must be one of"):
+        ops.kl_penalty(logp, ref, "k2")

@@ -59,28 +59,52 @@ def prompts(engine: HFEngine) -> list[list[int]]:
     return out
 
 
-def forward_logprobs(model: torch.nn.Module, prompt: Sequence[int], reply: Sequence[int]) -> torch.Tensor:
-    """log p(reply[j] | prompt, reply[:j]) from one unpadded forward pass of prompt + reply."""
+def hf_warped(logits: torch.Tensor, sampling: SamplingConfig | None) -> torch.Tensor:
+    """The logits HF's own warpers sample from (temperature, then top-p): the independent reference."""
+    if sampling is None or sampling.temperature == 0:
+        return logits
+    from transformers import TemperatureLogitsWarper, TopPLogitsWarper
+
+    if sampling.temperature != 1.0:
+        logits = TemperatureLogitsWarper(sampling.temperature)(None, logits)
+    if sampling.top_p < 1.0:
+        logits = TopPLogitsWarper(sampling.top_p)(None, logits)
+    return logits
+
+
+def forward_logprobs(
+    model: torch.nn.Module, prompt: Sequence[int], reply: Sequence[int], sampling: SamplingConfig | None = None
+) -> torch.Tensor:
+    """log p(reply[j] | prompt, reply[:j]) from one unpadded forward pass of prompt + reply, under the distribution
+    ``sampling`` draws from (HF's warpers; the raw one for None or greedy)."""
     ids = torch.tensor([[*prompt, *reply]], device=next(model.parameters()).device)
     with torch.no_grad():
         logits = model(ids).logits[0].float()
-    logprobs = torch.log_softmax(logits[len(prompt) - 1 : -1], dim=-1)
+    logprobs = torch.log_softmax(hf_warped(logits[len(prompt) - 1 : -1], sampling), dim=-1)
     return logprobs.gather(1, torch.tensor(reply, device=ids.device)[:, None]).squeeze(1).cpu()
 
 
 def logprob_errors(
-    model: torch.nn.Module, prompts: Sequence[Sequence[int]], gens: Sequence[Generation]
+    model: torch.nn.Module,
+    prompts: Sequence[Sequence[int]],
+    gens: Sequence[Generation],
+    sampling: SamplingConfig | None = None,
 ) -> torch.Tensor:
     """|engine - forward| for every sampled token of every reply."""
     errors = []
     for prompt, gen in zip(prompts, gens, strict=True):
         assert len(gen.logprobs) == len(gen.token_ids) > 0
-        errors.append((forward_logprobs(model, prompt, gen.token_ids) - torch.tensor(gen.logprobs)).abs())
+        errors.append((forward_logprobs(model, prompt, gen.token_ids, sampling) - torch.tensor(gen.logprobs)).abs())
     return torch.cat(errors)
 
 
-def max_logprob_error(model: torch.nn.Module, prompts: Sequence[Sequence[int]], gens: Sequence[Generation]) -> float:
-    return logprob_errors(model, prompts, gens).max().item()
+def max_logprob_error(
+    model: torch.nn.Module,
+    prompts: Sequence[Sequence[int]],
+    gens: Sequence[Generation],
+    sampling: SamplingConfig | None = None,
+) -> float:
+    return logprob_errors(model, prompts, gens, sampling).max().item()
 
 
 def perturb_every_parameter(model: torch.nn.Module, seed: int) -> None:
@@ -98,11 +122,12 @@ def perturb_every_parameter(model: torch.nn.Module, seed: int) -> None:
 def test_logprobs_match_forward_pass_fp32(engine: HFEngine, prompts: list[list[int]], sampling: SamplingConfig) -> None:
     gens = engine.generate(prompts, sampling)
     assert len(gens) == len(prompts)
-    errors = logprob_errors(engine.model, prompts, gens)
+    errors = logprob_errors(engine.model, prompts, gens, sampling)
     print(f"fp32 |logprob diff| max {errors.max():.3g} mean {errors.mean():.3g}")
-    # The reference is the raw distribution (log_softmax of the logits): with T=0.7 and top_p=0.8 this match shows
-    # the log-probs are not the temperature-scaled, truncated ones the token was drawn from.
+    # The reference is the distribution HF's own warpers sample from (temperature, then top-p).
     assert errors.max() < FP32_TOL and errors.mean() < FP32_MEAN_TOL
+    if sampling.temperature not in (0.0, 1.0):  # and not the raw one: the test can tell the two apart
+        assert logprob_errors(engine.model, prompts, gens).max() > 100 * FP32_TOL
 
 
 def test_logprobs_match_after_updating_every_parameter(tiny: Path, prompts: list[list[int]]) -> None:
@@ -126,7 +151,7 @@ def test_logprobs_match_after_updating_every_parameter(tiny: Path, prompts: list
     assert [g.logprobs for g in after] != [g.logprobs for g in before]
     for sampling in (GREEDY, sampled):
         gens = engine.generate(prompts, sampling)
-        error = max_logprob_error(reference, prompts, gens)  # a separately loaded model, perturbed the same way
+        error = max_logprob_error(reference, prompts, gens, sampling)  # loaded apart, perturbed the same way
         print(f"after update: fp32 max |logprob diff| {error:.3g}")
         assert error < FP32_TOL
 
@@ -136,7 +161,7 @@ def test_float64_logprobs_match_forward_pass_to_fp32_rounding(tiny: Path, prompt
     right step and position, for left-padded rows too."""
     engine = HFEngine(tiny, dtype="float64", max_batch_size=3)
     for sampling in (GREEDY, SamplingConfig(temperature=0.8, top_p=0.9, max_new_tokens=20, seed=3)):
-        error = max_logprob_error(engine.model, prompts, engine.generate(prompts, sampling))
+        error = max_logprob_error(engine.model, prompts, engine.generate(prompts, sampling), sampling)
         print(f"float64 max |logprob diff| {error:.3g}")
         assert error < FP64_TOL
 
@@ -145,7 +170,7 @@ def test_bf16_logprobs_match_own_bf16_forward(tiny: Path, prompts: list[list[int
     engine = HFEngine(tiny, dtype="bfloat16")
     assert engine.model.dtype == torch.bfloat16
     for sampling in (GREEDY, SamplingConfig(temperature=1.0, max_new_tokens=20, seed=1)):
-        errors = logprob_errors(engine.model, prompts, engine.generate(prompts, sampling))
+        errors = logprob_errors(engine.model, prompts, engine.generate(prompts, sampling), sampling)
         print(f"bf16 |logprob diff| max {errors.max():.3g} mean {errors.mean():.3g}")
         assert errors.max() < BF16_TOL and errors.mean() < BF16_MEAN_TOL
 

@@ -261,3 +261,41 @@ def test_merge_and_select_keep_groups_whole():
         merged.select_groups(torch.zeros(3, dtype=torch.bool))
     with pytest.raises(ValueError, match="keep must be bool"):
         merged.select_groups(torch.ones(2, dtype=torch.bool))
+
+
+def test_action_token_mask_marks_the_tokens_that_name_the_action():
+    from pyagentrl.rollout.engine import Generation
+    from pyagentrl.rollout.loop import action_token_mask
+
+    tokenizer = make_engine("hf", "tiny").tokenizer
+    for prefix, text, named in [
+        ("<action>", "right</action>", "right"),
+        ("", "<think>go <action>up</action></think><action> down left </action>", "down left"),
+        ("<action>", "nothing here", None),  # an unclosed tag: no action
+    ]:
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        marks = action_token_mask(tokenizer, Generation(ids, [0.0] * len(ids), text), prefix + text)
+        chosen = tokenizer.decode([t for t, m in zip(ids, marks, strict=True) if m])
+        assert (chosen.strip() == named) if named else not any(marks)
+
+
+def test_action_masks_agree_between_layouts_and_compact_turns_are_short(engine):
+    options = {"answer_format": "direct", "response_prefix": "<action>"}
+    full, _ = _run(engine, "frozenlake", "conversation", seed=4, **options)
+    compact, _ = _run(engine, "frozenlake", "conversation", seed=4, turn_format="compact", **options)
+    step, traj = compact.tokens("step"), compact.tokens("trajectory")
+    for r in range(compact.steps.num_rows):
+        t, s = int(compact.steps.traj_ids[r]), int(compact.steps.step_ids[r])
+        in_traj = (traj.segment_ids[t] == s) & (traj.response_mask[t] != 0)
+        assert torch.equal(traj.action_mask[t][in_traj], step.action_mask[r][step.response_mask[r] != 0])
+    assert (step.action_mask <= step.response_mask).all()
+    later = [r for r in range(compact.steps.num_rows) if int(compact.steps.step_ids[r]) > 0]
+    for r in later:  # a later turn states the observation and the moves, not the instructions again
+        turn = engine.tokenizer.decode(compact.prompt_ids[r])
+        last_user = turn.rsplit("<|im_start|>user\n", 1)[1]
+        assert last_user.startswith("Step ") and "Admissible actions:" in last_user
+        assert "reply with one admissible action" not in last_user
+    if later:
+        assert sum(map(len, compact.conversation_ids)) < sum(map(len, full.conversation_ids))
+    with pytest.raises(ValueError, match="turn_format must be"):
+        RolloutConfig(turn_format="short")  # type: ignore[arg-type]

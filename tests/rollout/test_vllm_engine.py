@@ -33,17 +33,24 @@ def _prompt_ids(tokenizer) -> list[list[int]]:
     return [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
 
 
-def _hf_logprobs(model, prompt: list[int], reply: list[int]) -> torch.Tensor:
+def _hf_logprobs(model, prompt: list[int], reply: list[int], temperature: float = 1.0, top_p: float = 1.0):
+    """The reply's log-probs under the distribution HF's own warpers sample from (temperature, then top-p)."""
+    from transformers import TemperatureLogitsWarper, TopPLogitsWarper
+
     with torch.no_grad():
-        logits = model(torch.tensor([prompt + reply])).logits[0].float()
-    return torch.log_softmax(logits, -1)[len(prompt) - 1 : -1].gather(1, torch.tensor(reply)[:, None])[:, 0]
+        logits = model(torch.tensor([prompt + reply])).logits[0].float()[len(prompt) - 1 : -1]
+    logits = TemperatureLogitsWarper(temperature)(None, logits)
+    if top_p < 1:
+        logits = TopPLogitsWarper(top_p)(None, logits)
+    return torch.log_softmax(logits, -1).gather(1, torch.tensor(reply)[:, None])[:, 0]
 
 
-def _max_diff(engine, model, seed: int) -> float:
+def _max_diff(engine, model, seed: int, temperature: float = 1.0, top_p: float = 1.0) -> float:
     prompts = _prompt_ids(engine.tokenizer)
-    gens = engine.generate(prompts, SamplingConfig(temperature=1.0, max_new_tokens=16, seed=seed))
+    sampling = SamplingConfig(temperature=temperature, top_p=top_p, max_new_tokens=16, seed=seed)
+    gens = engine.generate(prompts, sampling)
     return max(
-        float((_hf_logprobs(model, p, g.token_ids) - torch.tensor(g.logprobs)).abs().max())
+        float((_hf_logprobs(model, p, g.token_ids, temperature, top_p) - torch.tensor(g.logprobs)).abs().max())
         for p, g in zip(prompts, gens, strict=True)
     )
 
@@ -57,6 +64,8 @@ def test_logprobs_match_an_hf_forward_before_and_after_a_weight_update(engine):
     # are spread wide on purpose (std ~2.5), so bf16 differences reach ~0.7 on its least likely sampled tokens.
     tolerance = 1e-4 if dtype == torch.float32 else 1.0
     assert _max_diff(engine, model, seed=1) < tolerance
+    # The log-probs of the distribution each token was drawn from: temperature and top-p applied.
+    assert _max_diff(engine, model, seed=4, temperature=0.6, top_p=0.9) < tolerance
 
     gen = torch.Generator().manual_seed(7)
     with torch.no_grad():

@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 import pytest
+import torch
 from testkit.training import CONFIGS, TINY, cli
 
 from pyagentrl.training.config import ConfigError, ScheduleConfig, load_config, validate
@@ -40,6 +41,14 @@ def test_the_shipped_configs_are_valid():
         (["algorithm.step_weight.schedule=exponential"], "algorithm.step_weight.schedule", 1),
         (["algorithm.gamma=1.5"], "algorithm.gamma", 1),
         (["anchors.mode=minhash", "anchors.options.threshold=2.0"], "anchors.options", 1),
+        # A config the learner cannot follow or a schedule longer than the run stops before any work.
+        (["rollout.temperature=0"], "rollout.temperature", 1),
+        (["rollout.top_p=0"], "rollout.top_p", 1),
+        (["actor.warmup_steps=6"], "actor.warmup_steps", 1),  # tiny: 3 iterations x 2 minibatches
+        (["actor.lr_schedule=step"], "actor.lr_schedule", 1),
+        (["actor.min_lr_ratio=2"], "actor.min_lr_ratio", 1),
+        (["eval.tasks=-1"], "eval.tasks", 1),
+        (["eval.temperature=-1"], "eval.temperature", 1),
     ],
 )
 def test_bad_settings_name_their_key(overrides, key, world_size):
@@ -112,3 +121,34 @@ def test_step_weight_schedules(schedule):
         assert values[2] == pytest.approx(0.3 + 0.25 * (1 + math.cos(math.pi * 0.2)))
     else:
         assert values[2] == pytest.approx(0.8 - 0.5 * 0.2)
+
+
+def test_learning_rate_schedules_match_torch_schedulers():
+    """lr_factor against torch's own schedulers: LinearLR for the warmup, then CosineAnnealingLR or LinearLR."""
+    from pyagentrl.training.learner import lr_factor
+
+    total, warmup, low = 12, 3, 0.2
+
+    def torch_factors(after: str) -> list[float]:
+        opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)
+        sched = torch.optim.lr_scheduler
+        first = sched.LinearLR(opt, start_factor=1 / (warmup + 1), end_factor=1.0, total_iters=warmup)
+        span = total - 1 - warmup
+        second = (
+            sched.CosineAnnealingLR(opt, T_max=span, eta_min=low)
+            if after == "cosine"
+            else sched.LinearLR(opt, start_factor=1.0, end_factor=low, total_iters=span)
+        )
+        chain = sched.SequentialLR(opt, [first, second], milestones=[warmup])
+        out = []
+        for _ in range(total):
+            out.append(opt.param_groups[0]["lr"])
+            opt.step()
+            chain.step()
+        return out
+
+    for after in ("cosine", "linear"):
+        ours = [lr_factor(k, total, warmup, after, low) for k in range(total)]
+        assert ours == pytest.approx(torch_factors(after), abs=1e-12)
+        assert ours[-1] == pytest.approx(low)
+    assert [lr_factor(k, total, 0, "constant", low) for k in range(total)] == [1.0] * total

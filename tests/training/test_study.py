@@ -146,8 +146,11 @@ def test_report_only_needs_no_finished_run(tmp_path: Path) -> None:
     assert "0 of 2 |" in table and "Untrained policy: no finished run yet." in table and out.returncode == 0
     assert len({line.count("|") for line in table.splitlines() if line.startswith("|")}) == 1  # one column count
     assert "Status: 0 of 4 runs finished (rerun" in table and "FINDINGS.md" not in table
-    # 4x4 maps need six moves, the episodes last three: no blind sequence wins (tests/envs/test_open_loop.py).
-    assert "Blind reference: the best fixed sequence of at most 3 actions" in table and "wins 0/2" in table
+    # 4x4 maps need six moves, the episodes last three: no blind sequence wins (tests/envs/test_open_loop.py), and
+    # it is chosen on other task seeds than the held-out ones (tests/training/test_baselines.py).
+    assert "Best fixed sequence of at most 3 actions, chosen on the task seeds 0..199" in table
+    assert "(where it wins 0/200)" in table and "): 0/2 (0.000" in table
+    assert "Uniform random mover over the admissible actions, up to 3 steps: 0/2 a pass" in table
     # A hand-written FINDINGS.md beside the report is linked, and never overwritten.
     (tmp_path / "r" / "FINDINGS.md").write_text("by hand\n")
     cli(*args, "--report-only")
@@ -220,8 +223,11 @@ def test_a_killed_study_leaves_no_run_behind(tmp_path: Path) -> None:
 
 
 def test_a_family_without_a_blind_reference_says_why(tmp_path: Path) -> None:
-    from pyagentrl.training.study import _open_loop_line
+    from pyagentrl.training.study import _baseline_lines, family_baselines
 
     families = {"slippery": {"env.options": {"size": 3, "slippery": True, "max_steps": 3}}}
     spec = load_spec(_spec(tmp_path, families=families), output=tmp_path / "runs")
-    assert _open_loop_line(spec, "slippery").startswith("Blind reference: none (FrozenLakeEnv: an open-loop score")
+    record, source = family_baselines(spec, "slippery", {})
+    lines = _baseline_lines(record, source, 3)
+    assert any(line.startswith("- Best fixed sequence: none (FrozenLakeEnv: an open-loop score") for line in lines)
+    assert any(line.startswith("- Uniform random mover") for line in lines)  # the random mover needs no fixed moves

@@ -94,6 +94,10 @@ def test_two_processes_make_the_same_update_as_one(tmp_path, saved_rollout, over
     initial = load_file(tiny_model_path() / "model.safetensors")
     moved = max(float((a["weights"][k] - initial[k]).abs().max()) for k in initial)
     assert moved > 1e-5  # the update did something (lr 1e-4 with Adam moves weights by about lr)
+    _assert_same_update(a, b, ("loss", "clip_fraction", "entropy", "grad_norm"))
+
+
+def _assert_same_update(a: dict, b: dict, stats: tuple[str, ...]) -> None:
     total = far = 0
     for name, weight in a["weights"].items():
         # Same gradients up to summation order. Adam moves each weight by ~lr·g/(|g| + eps): where |g| is near eps
@@ -102,8 +106,20 @@ def test_two_processes_make_the_same_update_as_one(tmp_path, saved_rollout, over
         assert float(diff.max()) <= 2 * 1e-4, name  # never more than the two steps of lr 1e-4 can move a weight
         total, far = total + diff.numel(), far + int((diff > 2e-6).sum())
     assert far <= 1e-5 * total, f"{far} of {total} weights differ by more than 2e-6"
-    for key in ("loss", "clip_fraction", "entropy", "grad_norm"):
-        assert getattr(a["stats"], key) == pytest.approx(getattr(b["stats"], key), rel=1e-4, abs=1e-7), key
+    for key in stats:
+        assert getattr(a["stats"], key) == pytest.approx(getattr(b["stats"], key), rel=1e-4, abs=1e-6), key
+
+
+def test_old_logprobs_from_the_update_forward_make_the_same_update_as_a_scoring_pass(tmp_path, saved_rollout):
+    """The first minibatch's old log-probs taken from its own forward (no weight has changed yet) give the update a
+    separate scoring pass of every row gives: the ratio is 1 either way, up to rounding."""
+    common = ["actor.bf16=false", "actor.minibatches=2", "actor.micro_batch_size=3"]
+    fused, scored = tmp_path / "fused.pt", tmp_path / "scored.pt"
+    _launch(1, str(WORKER), str(saved_rollout), str(fused), *common)
+    _launch(1, str(WORKER), str(saved_rollout), str(scored), *common, "actor.score_every_row=true")
+    a, b = torch.load(fused, weights_only=False), torch.load(scored, weights_only=False)
+    assert a["stats"].scored_rows < b["stats"].scored_rows == a["old"].shape[0]
+    _assert_same_update(a, b, ("loss", "entropy", "grad_norm", "logprob_gap"))
 
 
 @pytest.mark.parametrize("engine", ["hf", "vllm"])

@@ -24,15 +24,20 @@ def main(rollout_path: str, out: str, overrides: list[str]) -> None:
     config = load_config(TINY, overrides)
     world = init_world()
     torch.set_num_threads(1)
-    learner = Learner(resolve_model(config.model), config.actor, world, deepspeed_config(config.actor, world))
+    learner = Learner(
+        resolve_model(config.model),
+        config.actor,
+        world,
+        deepspeed_config(config.actor, world),
+        temperature=config.rollout.temperature,
+        top_p=config.rollout.top_p,
+    )
     with open(rollout_path, "rb") as f:
         rollout = pickle.load(f)
     advantages = get_adv_estimator(config.algorithm.estimator)(rollout.steps, advantage_config(config, 0))
     tokens = rollout.tokens(config.actor.layout)
-    old, ref = learner.score(tokens)
-    stats = learner.update(
-        tokens, tokens.token_advantages(advantages, rollout.steps), old, ref, torch.Generator().manual_seed(0)
-    )
+    old, _ = learner.score(tokens)  # the scoring pass alone, to compare the ranks' shares
+    stats = learner.update(tokens, tokens.token_advantages(advantages, rollout.steps), torch.Generator().manual_seed(0))
     if world.is_main:
         torch.save({"weights": dict(learner.weights()), "old": old, "stats": stats}, out)
 
