@@ -207,6 +207,23 @@ def untrained_policy(
     }
 
 
+def model_free_baselines(
+    config: TrainConfig,
+    tasks: Sequence[Task],
+    selection_tasks: int = SELECTION_TASKS,
+    repeats: int = REPEATS,
+    length: int = BLIND_LENGTH,
+) -> dict[str, Any]:
+    """``random_mover`` and ``blind_sequence`` (chosen on the seeds 0 .. ``selection_tasks`` - 1) on ``tasks``; a game
+    no fixed sequence can be scored on gets ``{"none": reason}`` for the blind sequence."""
+    blind: dict[str, Any]
+    try:
+        blind = blind_sequence(config, tasks, list(range(selection_tasks)), length)
+    except ValueError as exc:  # hidden state, random moves, ...
+        blind = {"baseline": "blind_sequence", "none": str(exc)}
+    return {"random_mover": random_mover(config, tasks, repeats, seed=config.seed), "blind_sequence": blind}
+
+
 def compute_baselines(
     config: TrainConfig,
     tasks: int = 64,
@@ -218,9 +235,9 @@ def compute_baselines(
 ) -> dict[str, Any]:
     """All three baselines of ``config`` on its first ``tasks`` held-out tasks, as one JSON-able record.
 
-    The blind sequence is chosen on the seeds 0 .. ``selection_tasks`` - 1. A game it cannot score gets
-    ``{"none": reason}`` in its place. The untrained policy samples with the seeds ``config.seed`` ..
-    ``config.seed + policy_repeats - 1`` (``policy=False``: not scored, no model loaded).
+    The random mover and the blind sequence (`model_free_baselines`), and the untrained policy, which samples with
+    the seeds ``config.seed`` .. ``config.seed + policy_repeats - 1`` (``policy=False``: not scored, no model
+    loaded).
     """
     for name, value in (
         ("tasks", tasks),
@@ -236,11 +253,6 @@ def compute_baselines(
     except (TypeError, ValueError, ImportError) as exc:
         raise ValueError(f"env {config.env.name!r} with env.options {dict(config.env.options)}: {exc}") from None
     held_out = held_out_seeds(tasks)
-    blind: dict[str, Any]
-    try:
-        blind = blind_sequence(config, held_out, list(range(selection_tasks)), length)
-    except ValueError as exc:  # a game no fixed sequence can be scored on (hidden state, random moves, ...)
-        blind = {"baseline": "blind_sequence", "none": str(exc)}
     record: dict[str, Any] = {
         "settings": {
             "env": {"name": config.env.name, "options": dict(config.env.options)},
@@ -250,8 +262,7 @@ def compute_baselines(
             "seed": config.seed,
         },
         "held_out": {"first": held_out[0], "tasks": tasks},
-        "random_mover": random_mover(config, held_out, repeats, seed=config.seed),
-        "blind_sequence": blind,
+        **model_free_baselines(config, held_out, selection_tasks, repeats, length),
     }
     if policy:
         seeds = [config.seed + k for k in range(policy_repeats)]

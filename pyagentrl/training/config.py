@@ -151,6 +151,7 @@ class EvalConfig:
     temperature: float | None = None  # None: the run's rollout temperature (0: greedy)
     untrained: bool = True  # also score the untrained policy
     greedy: bool = True  # also score each policy greedily (temperature 0), under "greedy" in its entry
+    baselines: bool = True  # also a random mover and the best blind sequence on the same tasks, under "baselines"
 
 
 @dataclass

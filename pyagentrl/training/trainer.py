@@ -271,6 +271,10 @@ def _score_and_record(run_dir: Path, policy: str, engine: Any, config: TrainConf
         seeds = held_out_seeds(config.eval.tasks)
         record.update(task_seeds=[seeds[0], seeds[-1]], tasks_are=describe_tasks(config))
         record[policy] = score
+        if config.eval.baselines and "baselines" not in record:
+            from pyagentrl.training.baselines import model_free_baselines
+
+            record["baselines"] = model_free_baselines(config, seeds)
         atomic_write(path, json.dumps(record, indent=2) + "\n")
         for entry in (score, score.get("greedy")):
             if entry is not None:
@@ -280,6 +284,8 @@ def _score_and_record(run_dir: Path, policy: str, engine: Any, config: TrainConf
                     f"{entry['success_rate']:.3f} (95 % CI {low:.3f}-{high:.3f}, temperature {entry['temperature']})",
                     flush=True,
                 )
+        if policy == "untrained" and "baselines" in record:
+            print(baselines_line(record["baselines"]), flush=True)
         if policy == "trained" and "untrained" in record:
             print(eval_summary(record), flush=True)
     world.barrier()
@@ -296,7 +302,36 @@ def describe_tasks(config: TrainConfig) -> str:
     return f"{config.env.name} tasks drawn from held-out seeds, never trained on"
 
 
+def _named_baselines(baselines: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    named = [("a uniform random mover", baselines["random_mover"])]
+    blind = baselines["blind_sequence"]
+    if "none" not in blind:
+        first, last = blind["selection_range"]
+        moves = ", ".join(blind["sequence"])
+        named.append((f"the best blind sequence chosen on seeds {first}..{last} ({moves})", blind))
+    return named
+
+
+def baselines_line(baselines: dict[str, Any]) -> str:
+    """The model-free baselines of ``eval.json`` in one line each (`pyagentrl.training.baselines`)."""
+    return "\n".join(
+        f"Held-out score, {name}: {b['successes']:g}/{b['tasks']} = {b['success_rate']:.3f} "
+        f"(95 % CI {b['ci95'][0]:.3f}-{b['ci95'][1]:.3f})"
+        for name, b in _named_baselines(baselines)
+    )
+
+
+def _compare(trained: dict[str, Any], other: dict[str, Any]) -> str:
+    if trained["ci95"][0] > other["ci95"][1]:
+        return "above"
+    if trained["ci95"][1] < other["ci95"][0]:
+        return "below"
+    return "not apart from"
+
+
 def eval_summary(record: dict[str, Any]) -> str:
+    """The verdict of ``eval.json``: the trained policy's Wilson interval against the untrained policy's and, when
+    scored, the model-free baselines', on the same held-out tasks at the same temperature."""
     trained, untrained = record["trained"], record["untrained"]
     above = trained["ci95"][0] > untrained["ci95"][1]
     verdict = (
@@ -307,11 +342,19 @@ def eval_summary(record: dict[str, Any]) -> str:
     greedy = ""
     if "greedy" in trained and "greedy" in untrained:
         greedy = f" (greedy: {untrained['greedy']['successes']} and {trained['greedy']['successes']})"
-    return (
+    lines = [
         f"Learned? untrained {untrained['successes']}/{untrained['tasks']}, trained {trained['successes']}/"
-        f"{trained['tasks']} on the same held-out tasks at temperature {trained['temperature']}{greedy}: "
-        f"{verdict}.\n  Tasks: {record['tasks_are']}."
-    )
+        f"{trained['tasks']} on the same held-out tasks at temperature {trained['temperature']}{greedy}: {verdict}."
+    ]
+    if "baselines" in record:
+        for name, baseline in _named_baselines(record["baselines"]):
+            greedy = f" (greedy: {_compare(trained['greedy'], baseline)})" if "greedy" in trained else ""
+            lines.append(
+                f"  Against {name}, {baseline['successes']:g}/{baseline['tasks']}: the trained policy's interval lies "
+                f"{_compare(trained, baseline)} its interval{greedy}."
+            )
+    lines.append(f"  Tasks: {record['tasks_are']}.")
+    return "\n".join(lines)
 
 
 def _iteration(

@@ -240,3 +240,43 @@ def test_the_report_renders_stored_baselines_and_computes_missing_ones(tmp_path:
     (tmp_path / "r" / "baselines.json").write_text(json.dumps({"lake": record}))
     write_report(spec)
     assert "computed for this report" in (tmp_path / "r" / "README.md").read_text()
+
+
+def test_the_end_of_run_verdict_places_the_trained_interval_against_each_baseline() -> None:
+    """`eval_summary` on a record shaped like the main job's: above the untrained policy and the random mover, below
+    a blind route at temperature 1 and level with it greedily (the pinned map's honest reading)."""
+    from pyagentrl.training.trainer import baselines_line, eval_summary
+
+    def score(successes: float, tasks: int = 64, **extra: object) -> dict:
+        low, high = wilson_interval(round(successes), tasks)
+        return {"successes": successes, "tasks": tasks, "success_rate": successes / tasks, "ci95": [low, high], **extra}
+
+    record = {
+        "tasks_are": "frozenlake with its map pinned",
+        "untrained": score(3, temperature=1.0, greedy=score(0)),
+        "trained": score(46, temperature=1.0, greedy=score(64)),
+        "baselines": {
+            "random_mover": score(2.0),
+            "blind_sequence": score(64, sequence=["right", "up"], selection_range=[0, 199]),
+        },
+    }
+    text = eval_summary(record)
+    assert "lies above the untrained one's" in text
+    assert "a uniform random mover, 2/64: the trained policy's interval lies above its interval (greedy: above)" in text
+    assert "seeds 0..199 (right, up), 64/64: the trained policy's interval lies below its interval " in text
+    assert "(greedy: not apart from)" in text
+    assert "blind sequence" in baselines_line(record["baselines"])
+    record["baselines"]["blind_sequence"] = {"none": "hidden state"}  # a game no fixed sequence is scored on
+    assert "blind" not in eval_summary(record) and "blind" not in baselines_line(record["baselines"])
+    del record["baselines"]
+    assert "Against" not in eval_summary(record)
+
+
+def test_model_free_baselines_are_the_commands_random_mover_and_blind_sequence() -> None:
+    from pyagentrl.training.baselines import model_free_baselines
+
+    config = _config()
+    record = compute_baselines(config, tasks=6, selection_tasks=20, repeats=2, policy=False)
+    assert model_free_baselines(config, held_out_seeds(6), 20, 2) == {
+        k: record[k] for k in ("random_mover", "blind_sequence")
+    }

@@ -33,4 +33,6 @@ def test_training_raises_held_out_success_on_a_one_step_task(tmp_path):
     print(f"untrained {untrained['successes']}/32, trained {trained['successes']}/32")
     assert trained["success_rate"] >= 0.8
     assert trained["ci95"][0] > untrained["ci95"][1]  # the intervals lie apart
+    mover = record["baselines"]["random_mover"]  # wins a quarter of one-step tasks
+    assert trained["ci95"][0] > mover["ci95"][1] and "Against a uniform random mover" in out.stdout
     assert "map_seed 2" in record["tasks_are"] and "Learned?" in out.stdout
