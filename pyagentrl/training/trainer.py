@@ -278,12 +278,7 @@ def _score_and_record(run_dir: Path, policy: str, engine: Any, config: TrainConf
         atomic_write(path, json.dumps(record, indent=2) + "\n")
         for entry in (score, score.get("greedy")):
             if entry is not None:
-                low, high = entry["ci95"]
-                print(
-                    f"Held-out score, {policy} policy: {entry['successes']}/{entry['tasks']} = "
-                    f"{entry['success_rate']:.3f} (95 % CI {low:.3f}-{high:.3f}, temperature {entry['temperature']})",
-                    flush=True,
-                )
+                print(_score_line(f"{policy} policy", entry, f", temperature {entry['temperature']}"), flush=True)
         if policy == "untrained" and "baselines" in record:
             print(baselines_line(record["baselines"]), flush=True)
         if policy == "trained" and "untrained" in record:
@@ -312,13 +307,17 @@ def _named_baselines(baselines: dict[str, Any]) -> list[tuple[str, dict[str, Any
     return named
 
 
+def _score_line(what: str, entry: dict[str, Any], detail: str = "") -> str:
+    low, high = entry["ci95"]
+    return (
+        f"Held-out score, {what}: {entry['successes']:g}/{entry['tasks']} = {entry['success_rate']:.3f} "
+        f"(95 % CI {low:.3f}-{high:.3f}{detail})"
+    )
+
+
 def baselines_line(baselines: dict[str, Any]) -> str:
     """The model-free baselines of ``eval.json`` in one line each (`pyagentrl.training.baselines`)."""
-    return "\n".join(
-        f"Held-out score, {name}: {b['successes']:g}/{b['tasks']} = {b['success_rate']:.3f} "
-        f"(95 % CI {b['ci95'][0]:.3f}-{b['ci95'][1]:.3f})"
-        for name, b in _named_baselines(baselines)
-    )
+    return "\n".join(_score_line(name, b) for name, b in _named_baselines(baselines))
 
 
 def _compare(trained: dict[str, Any], other: dict[str, Any]) -> str:
@@ -333,10 +332,9 @@ def eval_summary(record: dict[str, Any]) -> str:
     """The verdict of ``eval.json``: the trained policy's Wilson interval against the untrained policy's and, when
     scored, the model-free baselines', on the same held-out tasks at the same temperature."""
     trained, untrained = record["trained"], record["untrained"]
-    above = trained["ci95"][0] > untrained["ci95"][1]
     verdict = (
         "the trained policy's 95 % interval lies above the untrained one's"
-        if above
+        if _compare(trained, untrained) == "above"
         else "the intervals overlap: this run does not show that training helped"
     )
     greedy = ""
@@ -348,10 +346,10 @@ def eval_summary(record: dict[str, Any]) -> str:
     ]
     if "baselines" in record:
         for name, baseline in _named_baselines(record["baselines"]):
-            greedy = f" (greedy: {_compare(trained['greedy'], baseline)})" if "greedy" in trained else ""
+            greedy_place = f" (greedy: {_compare(trained['greedy'], baseline)})" if "greedy" in trained else ""
             lines.append(
                 f"  Against {name}, {baseline['successes']:g}/{baseline['tasks']}: the trained policy's interval lies "
-                f"{_compare(trained, baseline)} its interval{greedy}."
+                f"{_compare(trained, baseline)} its interval{greedy_place}."
             )
     lines.append(f"  Tasks: {record['tasks_are']}.")
     return "\n".join(lines)
