@@ -346,10 +346,12 @@ def eval_summary(record: dict[str, Any]) -> str:
     ]
     if "baselines" in record:
         for name, baseline in _named_baselines(record["baselines"]):
+            place = _compare(trained, baseline)
+            relation = "overlaps" if place == "not apart from" else f"lies {place}"
             greedy_place = f" (greedy: {_compare(trained['greedy'], baseline)})" if "greedy" in trained else ""
             lines.append(
-                f"  Against {name}, {baseline['successes']:g}/{baseline['tasks']}: the trained policy's interval lies "
-                f"{_compare(trained, baseline)} its interval{greedy_place}."
+                f"  Against {name}, {baseline['successes']:g}/{baseline['tasks']}: the trained policy's interval "
+                f"{relation} its interval{greedy_place}."
             )
     lines.append(f"  Tasks: {record['tasks_are']}.")
     return "\n".join(lines)

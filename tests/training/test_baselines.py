@@ -266,6 +266,10 @@ def test_the_end_of_run_verdict_places_the_trained_interval_against_each_baselin
     assert "seeds 0..199 (right, up), 64/64: the trained policy's interval lies below its interval " in text
     assert "(greedy: not apart from)" in text
     assert "blind sequence" in baselines_line(record["baselines"])
+    record["trained"] = score(3, temperature=1.0, greedy=score(0))  # no better than the random mover
+    assert "random mover, 2/64: the trained policy's interval overlaps its interval (greedy: not apart from)" in (
+        eval_summary(record)
+    )
     record["baselines"]["blind_sequence"] = {"none": "hidden state"}  # a game no fixed sequence is scored on
     assert "blind" not in eval_summary(record) and "blind" not in baselines_line(record["baselines"])
     del record["baselines"]
