@@ -7,6 +7,8 @@ pyagentrl plot RUN_DIR                       the run's curves as a PNG
 pyagentrl study SPEC [--report-only]         every arm x seed x family of a study, resumable, then its report
 pyagentrl baselines CONFIG [key=value ...]   a random mover, the best blind sequence and the untrained policy on the
                                              config's held-out tasks: what a trained policy must beat
+pyagentrl testbed SPEC [--out DIR]           the LLM-free credit-assignment testbed: every arm x seed of a spec
+                                             (resumable), then its report
 pyagentrl demo                               the ops on a synthetic batch, then real FrozenLake rollouts
 """
 
@@ -79,6 +81,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     baselines.add_argument(
         "--key", help="store the result under this key of --out's JSON object, keeping its other keys (e.g. a family)"
     )
+    testbed = commands.add_parser(
+        "testbed", help="compare estimators and anchors with a tabular policy on real episodes (no LLM), then report"
+    )
+    testbed.add_argument("spec", help="a testbed spec, e.g. train/testbed/credit.yaml")
+    testbed.add_argument("--out", help="records, figures and README go here (default runs/testbed-<name>)")
+    testbed.add_argument("--workers", type=_positive_int, default=2, help="worker processes (default 2)")
+    testbed.add_argument("--report-only", action="store_true", help="rebuild the report from the records only")
     args, rest = parser.parse_known_args(argv)
 
     if args.command == "demo":
@@ -91,6 +100,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         rest = [r for r in rest if r not in args.overrides]
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    if args.command == "testbed":
+        _testbed(args)
+        return
     from pyagentrl.training.checkpoint import ResumeError
     from pyagentrl.training.config import ConfigError
 
@@ -129,6 +141,30 @@ def main(argv: Sequence[str] | None = None) -> None:
     except (ConfigError, ResumeError, FileNotFoundError) as exc:
         print(f"pyagentrl {args.command}: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
+
+
+def _testbed(args: argparse.Namespace) -> None:
+    """``pyagentrl testbed``: a bad spec stops with one line (exit 2) before any run."""
+    import shlex
+    from pathlib import Path
+
+    from pyagentrl.testbed.report import write_report
+    from pyagentrl.testbed.spec import SpecError, load_spec
+    from pyagentrl.testbed.study import run_study
+
+    try:
+        spec = load_spec(args.spec)
+    except SpecError as exc:
+        print(f"pyagentrl testbed: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    out = Path(args.out) if args.out is not None else Path("runs") / f"testbed-{spec.name}"
+    if not args.report_only:
+        run_study(spec, out, workers=args.workers)
+    elif not (out / "records").is_dir():
+        print(f"pyagentrl testbed: no records in {out} to report on", file=sys.stderr)
+        raise SystemExit(2)
+    command = "pyagentrl testbed " + " ".join(shlex.quote(a) for a in [args.spec, "--out", str(out)])
+    print(write_report(spec, out, command))
 
 
 def _baselines(args: argparse.Namespace) -> None:

@@ -20,6 +20,7 @@ import importlib.util
 import random
 import threading
 from collections import deque
+from functools import lru_cache
 from types import ModuleType
 from typing import Any
 
@@ -86,6 +87,12 @@ def generate(seed: int, dim: tuple[int, int], num_boxes: int, max_tries: int = 5
                 continue
         return fixed.astype(np.int8), state.astype(np.int8)
     raise RuntimeError(f"no Sokoban room for seed {seed} after {max_tries} tries")
+
+
+@lru_cache(maxsize=4096)
+def _generated(seed: int, dim: tuple[int, int], num_boxes: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`generate`, remembered: a room takes 1-20 ms to generate, and a group's rollouts all reset to it."""
+    return generate(seed, dim, num_boxes)
 
 
 def render(fixed: np.ndarray, state: np.ndarray) -> str:
@@ -185,7 +192,8 @@ class SokobanEnv(TextEnv):
     def _reset(self, task: Task) -> StepResult:
         if not isinstance(task, int):
             raise ValueError(f"Sokoban tasks are integer seeds, got {task!r}")
-        self.fixed, self.state = generate(task, self.dim_room, self.num_boxes)
+        fixed, state = _generated(task, self.dim_room, self.num_boxes)
+        self.fixed, self.state = fixed.copy(), state.copy()  # moves write into the state
         return self._result(0.0)
 
     def _step(self, action: str) -> StepResult:

@@ -1,0 +1,274 @@
+"""The credit-assignment testbed: its policy gradient against an exact one by enumeration, its anchors against the
+true state, noise that leaves the state alone, learning by every arm, bad specs and resuming."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from pyagentrl.envs.frozenlake import FrozenLakeEnv
+from pyagentrl.hashing import StateKeyer
+from pyagentrl.ops import StepBatch
+from pyagentrl.ops.estimators import LossConfig
+from pyagentrl.testbed import NoisyObservations, RunSettings, SpecError, TaskSpec, parse_arm, parse_spec, train_run
+from pyagentrl.testbed.arms import all_arm_names
+from pyagentrl.testbed.loop import TASK_SEED_BASE, anchor_quality, make_envs, policy_loss, rollout
+from pyagentrl.testbed.tables import StateTable
+
+pytest.importorskip("gymnasium")
+
+# A 2x2 lake of ice, start and goal drawn by the seed, two moves: every trajectory can be listed.
+TINY = TaskSpec("tiny", "frozenlake", {"size": 2, "p_frozen": 1.0, "random_start_goal": True, "max_steps": 2}, pool=1)
+# A 3x3 lake of ice with slack in the step limit: every arm learns it (a limit of exactly the longest shortest path
+# lets a policy turn deterministic on a wrong route before it first wins, and then nothing recovers it).
+SMALL = TaskSpec("small", "frozenlake", {"size": 3, "p_frozen": 1.0, "random_start_goal": True, "max_steps": 8}, pool=4)
+
+
+def _random_logits(policy: StateTable, states: list[str], rng: np.random.Generator) -> None:
+    rows = policy.index(states)
+    with torch.no_grad():
+        policy.values[rows] = torch.from_numpy(1.5 * rng.normal(size=(len(states), policy.width)))
+
+
+def _exact_gradient(policy: StateTable, actions: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """∇J = Σ_τ P(τ) R(τ) Σ_t (onehot(a_t) − π(s_t)), every trajectory of TINY enumerated from copies of the game."""
+    grads: dict[str, np.ndarray] = {}
+
+    def walk(env: FrozenLakeEnv, state: str, prob: float, visits: list[tuple[str, int]]) -> None:
+        pi = torch.softmax(policy.rows(policy.index([state]))[0].detach(), -1).numpy()
+        for a, name in enumerate(actions):
+            game = copy.deepcopy(env)
+            result = game.step(f"<action>{name}</action>")
+            path = [*visits, (state, a)]
+            if result.done:
+                for s, taken in path:
+                    p = torch.softmax(policy.rows(policy.index([s]))[0].detach(), -1).numpy()
+                    grads.setdefault(s, np.zeros(len(actions)))
+                    grads[s] += prob * pi[a] * result.reward * (np.eye(len(actions))[taken] - p)
+            else:
+                walk(game, result.anchor, prob * pi[a], path)
+
+    env = FrozenLakeEnv(**TINY.config)
+    first = env.reset(TASK_SEED_BASE)
+    walk(env, first.anchor, 1.0, [])
+    return grads
+
+
+def test_the_policy_gradient_matches_the_exact_gradient_by_enumeration() -> None:
+    episodes_wanted = 128 * 64
+    envs = make_envs(TINY, episodes_wanted, "none", seed=0)
+    actions = envs[0].reset(TASK_SEED_BASE).admissible_actions
+    policy = StateTable(len(actions))
+    probe = FrozenLakeEnv(**TINY.config)
+    states = [probe.reset(TASK_SEED_BASE).anchor]
+    for name in actions:  # every state two moves can be taken from
+        game = copy.deepcopy(probe)
+        states.append(game.step(f"<action>{name}</action>").anchor)
+    _random_logits(policy, sorted(set(states)), np.random.default_rng(5))
+    exact = _exact_gradient(policy, actions)
+
+    episodes = rollout(envs, np.array([TASK_SEED_BASE]), episodes_wanted, policy, actions, np.random.default_rng(1))
+    rows = policy.index(episodes.states)
+    returns = torch.tensor(episodes.scores, dtype=torch.float64)[torch.tensor(episodes.traj_ids)]
+    loss, _ = policy_loss(policy, rows, torch.tensor(episodes.actions), returns, None, LossConfig())
+    loss.backward()
+    assert policy.values.grad is not None
+    # The loss is a mean over rows: −(R/E)·grad is the REINFORCE estimate (1/E) Σ_e R_e Σ_t ∇log π.
+    estimate = -policy.values.grad.numpy()[: len(policy)] * len(rows) / episodes_wanted
+    # Per-episode terms, built here without the loss, give the standard error of that mean.
+    terms = np.zeros((episodes_wanted, len(policy), len(actions)))
+    probs = torch.softmax(policy.values.detach(), -1).numpy()
+    for row, a, traj, ret in zip(rows.tolist(), episodes.actions, episodes.traj_ids, returns.tolist(), strict=True):
+        terms[traj, row] += ret * (np.eye(len(actions))[a] - probs[row])
+    np.testing.assert_allclose(estimate, terms.mean(0), atol=1e-12)
+    standard_error = terms.std(0) / np.sqrt(episodes_wanted)
+    for state, grad in exact.items():
+        row = int(policy.index([state])[0])
+        assert np.all(np.abs(estimate[row] - grad) <= 4 * standard_error[row] + 1e-9), (state, estimate[row], grad)
+    assert max(np.abs(g).max() for g in exact.values()) > 0.01  # the check is not vacuous
+
+
+def test_exact_keys_without_noise_give_the_true_state_groups() -> None:
+    envs = make_envs(SMALL, 32, "none", seed=0)
+    actions = envs[0].reset(TASK_SEED_BASE).admissible_actions
+    episodes = rollout(
+        envs, TASK_SEED_BASE + np.arange(4), 8, StateTable(len(actions)), actions, np.random.default_rng(0)
+    )
+    group = np.asarray(episodes.group_ids)
+
+    def batch(anchor_ids: np.ndarray) -> StepBatch:
+        traj = torch.tensor(episodes.traj_ids)
+        scores = torch.tensor(episodes.scores)[traj]
+        return StepBatch(
+            torch.tensor(episodes.rewards),
+            scores,
+            torch.from_numpy(group),
+            traj,
+            torch.tensor(episodes.step_ids),
+            torch.from_numpy(anchor_ids),
+        )
+
+    # The oracle, built independently: (task group, position on the lake) from the game's info.
+    truth = {}
+    oracle = np.array(
+        [truth.setdefault((g, s), len(truth)) for g, s in zip(group.tolist(), episodes.states, strict=True)]
+    )
+    exact = StateKeyer(mode="exact").assign(episodes.texts, group)
+    a, b = batch(exact).state_ids.numpy(), batch(oracle).state_ids.numpy()
+    # The same partition of the rows: a one-to-one map between the two id sets.
+    assert len(set(zip(a.tolist(), b.tolist(), strict=True))) == len(set(a.tolist())) == len(set(b.tolist()))
+    assert anchor_quality(exact, oracle, group) == {**anchor_quality(oracle, oracle, group), "purity": 1.0}
+
+
+@pytest.mark.parametrize("level", ["low", "high"])
+def test_noise_changes_the_text_and_never_the_state(level: str) -> None:
+    clean, noisy = (
+        FrozenLakeEnv(size=4, random_start_goal=True),
+        NoisyObservations(FrozenLakeEnv(size=4, random_start_goal=True), level, seed=5),
+    )
+    a, b = clean.reset(7), noisy.reset(7)
+    texts = set()
+    for move in ["up", "left", "down", "right", "right", "up"]:
+        assert b.info["state"] == a.anchor and b.anchor != a.anchor and a.anchor in b.anchor
+        assert b.reward == a.reward and b.done == a.done
+        texts.add(b.anchor)
+        if a.done:
+            break
+        a, b = clean.step(f"<action>{move}</action>"), noisy.step(f"<action>{move}</action>")
+    assert len(texts) > 1
+    with pytest.raises(ValueError, match="unknown noise level 'loud'"):
+        NoisyObservations(clean, "loud", seed=0)
+
+
+def test_noise_splits_exact_groups_and_the_oracle_does_not_move() -> None:
+    grouped = {}
+    for level in ("none", "low", "high"):
+        record = train_run(SMALL, parse_arm("gigpo-exact"), level, 0, RunSettings(iterations=2, groups=4, group_size=8))
+        grouped[level] = np.mean(record["grouped"])
+        assert np.mean(record["purity"]) == 1.0  # exact keys never merge two states
+    assert grouped["none"] > grouped["low"] > grouped["high"]
+    oracle = [
+        train_run(SMALL, parse_arm("gigpo-oracle"), level, 0, RunSettings(iterations=3)) for level in ("none", "high")
+    ]
+    assert oracle[0]["success"] == oracle[1]["success"]  # the policy and the oracle read the state, not the text
+
+
+def test_anchor_quality_on_a_hand_example() -> None:
+    # Task group 0: anchor 0 merges true states 0, 0, 1; anchor 1 is one row. Task group 1: anchor 0 again (another
+    # group, so another anchor group) holds true state 0 twice, which is not the true state 0 of task group 0.
+    groups = np.array([0, 0, 0, 0, 1, 1])
+    quality = anchor_quality(np.array([0, 0, 0, 1, 0, 0]), np.array([0, 0, 1, 3, 0, 0]), groups)
+    assert quality["purity"] == pytest.approx(4 / 5)
+    assert quality["grouped"] == pytest.approx(5 / 6)
+    assert quality["oracle_grouped"] == pytest.approx(4 / 6)
+    # One anchor for a whole task group (pooled) is as impure as its states are many, whatever other groups hold.
+    pooled = anchor_quality(np.zeros(6, dtype=np.int64), np.array([0, 1, 2, 3, 0, 0]), groups)
+    assert pooled["purity"] == pytest.approx((1 + 2) / 6) and pooled["grouped"] == 1.0
+
+
+def test_runs_are_exact_repeats() -> None:
+    arm = parse_arm("gagpo-minhash")
+    from pyagentrl.testbed.loop import keyer_for
+
+    first, second = (
+        train_run(SMALL, arm, "high", 3, RunSettings(iterations=3), keyer_for("minhash", {})) for _ in range(2)
+    )
+    first.pop("seconds"), second.pop("seconds")
+    assert first == second
+
+
+@pytest.mark.parametrize("arm", all_arm_names())
+def test_every_arm_learns_a_trivially_learnable_task(arm: str) -> None:
+    from pyagentrl.testbed.loop import keyer_for
+
+    parsed = parse_arm(arm)
+    if parsed.anchors == "embedding":
+        pytest.importorskip("all_minilm_l6_v2")
+    options = {"device": "cpu"} if parsed.anchors == "embedding" else {}
+    keyer = keyer_for(parsed.anchors, options) if parsed.reads_text else None  # type: ignore[arg-type]
+    for seed in (0, 1):
+        record = train_run(SMALL, parsed, "none", seed, RunSettings(iterations=15, groups=4, group_size=8), keyer)
+        untrained, trained = record["success"][0], np.mean(record["success"][-3:])  # iteration 0: the uniform policy
+        assert untrained < 0.6 and trained >= 0.9, (seed, record["success"])
+
+
+SPEC = {
+    "name": "t",
+    "seeds": 1,
+    "settings": {"iterations": 2, "groups": 2, "group_size": 4},
+    "tasks": {"small": {"env": "frozenlake", "config": dict(SMALL.config), "pool": 2}},
+    "arms": ["grpo", "gigpo-exact"],
+    "noise": {"levels": ["low"], "arms": ["gigpo-exact"]},
+    "baselines": {"blind_length": 2, "selection_tasks": 4},
+}
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"arms": ["grpo", "gigpo-fuzzy"]}, "arms: unknown arm 'gigpo-fuzzy'"),
+        ({"anchors": {"fuzzy": {}}}, "anchors: unknown key 'fuzzy'"),
+        ({"anchors": {"minhash": {"threshold": 2}}}, "anchors.minhash: "),
+        ({"tasks": {"x": {"env": "chess"}}}, "tasks.x: unknown env name 'chess'"),
+        ({"tasks": {"x": {"env": "frozenlake", "config": {"slippery": True}}}}, "tasks.x: .*anchor_is_state is False"),
+        ({"noise": {"levels": ["loud"], "arms": ["gigpo-exact"]}}, "noise.levels: unknown noise level 'loud'"),
+        ({"noise": {"levels": ["low"], "arms": ["grpo"]}}, "noise.arms: grpo does not read the observation text"),
+        ({"settings": {"lr_warmup": 2}}, "settings: unknown key 'lr_warmup'"),
+        ({"seeds": 0}, "seeds must be an integer >= 1"),
+        ({"colour": "red"}, "the spec: unknown key 'colour'"),
+    ],
+)
+def test_a_bad_spec_names_its_key(change: dict, message: str) -> None:
+    with pytest.raises(SpecError, match=message):
+        parse_spec({**SPEC, **change})
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pyagentrl", "testbed", *args], capture_output=True, text=True, cwd=cwd, check=False
+    )
+
+
+def test_the_command_refuses_a_bad_spec_in_one_line(tmp_path: Path) -> None:
+    import yaml
+
+    spec = tmp_path / "bad.yaml"
+    spec.write_text(yaml.safe_dump({**SPEC, "arms": ["grpo", "gigpo-fuzzy"]}))
+    result = _cli(str(spec), cwd=tmp_path)
+    assert result.returncode == 2 and not (tmp_path / "runs").exists() and "Traceback" not in result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("pyagentrl testbed:")]
+    assert len(errors) == 1 and "arms: unknown arm 'gigpo-fuzzy'" in errors[0]
+    spec.write_text("name: [unclosed")
+    result = _cli(str(spec), cwd=tmp_path)
+    assert result.returncode == 2 and "not valid YAML" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_killed_study_resumes_without_redoing_finished_seeds(tmp_path: Path) -> None:
+    from pyagentrl.testbed.report import write_report
+    from pyagentrl.testbed.study import read_records, run_study
+
+    out = tmp_path / "study"
+    logs: list[str] = []
+    run_study(parse_spec(SPEC), out, workers=1, log=logs.append)
+    assert "0 of 3 runs recorded; 3 to go on 1 workers" in logs
+    records = out / "records" / "small.jsonl"
+    first = records.read_text().splitlines()
+    assert len(first) == 3
+    records.write_text("\n".join(first) + "\n" + first[-1][: len(first[-1]) // 2])  # killed while writing a line
+    logs.clear()
+    run_study(parse_spec({**SPEC, "seeds": 2}), out, workers=1, log=logs.append)
+    assert "3 of 6 runs recorded; 3 to go on 1 workers" in logs
+    kept = read_records(out, "small")
+    assert len(kept) == 6 and sorted((r["seed"], r["arm"], r["noise"]) for r in kept)[:3] == sorted(
+        (json.loads(line)["seed"], json.loads(line)["arm"], json.loads(line)["noise"]) for line in first
+    )
+    readme = write_report(parse_spec({**SPEC, "seeds": 2}), out, "pyagentrl testbed spec.yaml")
+    text = readme.read_text()
+    assert "| `gigpo-exact` |" in text and "### Noise: low" in text and (out / "small.png").is_file()
