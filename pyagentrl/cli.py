@@ -150,7 +150,7 @@ def _testbed(args: argparse.Namespace) -> None:
 
     from pyagentrl.testbed.report import write_report
     from pyagentrl.testbed.spec import SpecError, load_spec
-    from pyagentrl.testbed.study import run_study
+    from pyagentrl.testbed.study import StudyError, run_study
 
     try:
         spec = load_spec(args.spec)
@@ -159,7 +159,11 @@ def _testbed(args: argparse.Namespace) -> None:
         raise SystemExit(2) from None
     out = Path(args.out) if args.out is not None else Path("runs") / f"testbed-{spec.name}"
     if not args.report_only:
-        run_study(spec, out, workers=args.workers)
+        try:
+            run_study(spec, out, workers=args.workers)
+        except StudyError as exc:
+            print(f"pyagentrl testbed: {exc}", file=sys.stderr)
+            raise SystemExit(1) from None
     elif not (out / "records").is_dir():
         print(f"pyagentrl testbed: no records in {out} to report on", file=sys.stderr)
         raise SystemExit(2)

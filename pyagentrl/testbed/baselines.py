@@ -19,7 +19,7 @@ RANDOM_MOVER_ITERATIONS = 20
 
 def random_mover(task: TaskSpec, spec: Spec, seed: int = 0) -> dict[str, Any]:
     """Success of the uniform policy over the task's pool, drawn as training draws tasks."""
-    batches = uniform_episodes(task, spec.settings, "none", RANDOM_MOVER_ITERATIONS, seed, stream=7)
+    batches = uniform_episodes(task, spec.settings, "none", RANDOM_MOVER_ITERATIONS, seed, stream="random_mover")
     won = [w for episodes in batches for w in episodes.won]
     return {"success": float(np.mean(won)), "episodes": len(won)}
 

@@ -27,7 +27,7 @@ from pyagentrl.testbed.tables import StateTable
 
 TASK_SEED_BASE = 1_000  # task seeds of a pool: TASK_SEED_BASE + 0 .. pool − 1
 # Independent random streams of one run, by name: np.random.default_rng([seed, stream]).
-STREAMS = {"tasks": 0, "actions": 1, "noise": 2}
+STREAMS = {"tasks": 0, "actions": 1, "noise": 2, "random_mover": 7, "sweep": 8}
 
 
 @dataclass(frozen=True)
@@ -136,14 +136,14 @@ def rollout(
 
 
 def uniform_episodes(
-    task: TaskSpec, settings: RunSettings, noise: str, iterations: int, seed: int, stream: int
+    task: TaskSpec, settings: RunSettings, noise: str, iterations: int, seed: int, stream: str
 ) -> list[Episodes]:
     """``iterations`` batches of episodes of the uniform random mover (an untrained policy: all logits 0), tasks
-    drawn from the pool as training draws them, from the random stream ``[seed, stream]``."""
+    drawn from the pool as training draws them; tasks and actions both from the random stream ``STREAMS[stream]``."""
     envs = make_envs(task, settings.groups * settings.group_size, noise, seed)
     actions = envs[0].reset(TASK_SEED_BASE).admissible_actions
     uniform = StateTable(len(actions))
-    rng = np.random.default_rng([seed, stream])
+    rng = np.random.default_rng([seed, STREAMS[stream]])
     batches = []
     for _ in range(iterations):
         tasks = TASK_SEED_BASE + rng.integers(task.pool, size=settings.groups)

@@ -5,8 +5,8 @@ baselines and the anchor sweep. FINDINGS.md beside it is written by hand."""
 from __future__ import annotations
 
 import json
+import math
 import statistics
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ THRESHOLDS = (0.5, 0.8)
 
 
 def smooth(curve: list[float], window: int = WINDOW) -> np.ndarray:
-    """Trailing moving average (the first points average what exists so far)."""
+    """Trailing moving average; the first ``window − 1`` points average what exists so far (curves only)."""
     values = np.asarray(curve, dtype=np.float64)
     sums = np.cumsum(values)
     out = sums.copy()
@@ -30,16 +30,23 @@ def smooth(curve: list[float], window: int = WINDOW) -> np.ndarray:
     return out / np.minimum(np.arange(1, values.size + 1), window)
 
 
+def budget_end(iterations: int, fraction: float) -> int:
+    """The iteration count at ``fraction`` of the budget, halves rounded up (12.5 of 50 is 13)."""
+    return max(1, math.floor(fraction * iterations + 0.5))
+
+
 def success_at(curve: list[float], fraction: float) -> float:
-    """Mean success of the ``WINDOW`` iterations that end at ``fraction`` of the budget."""
-    end = max(1, round(fraction * len(curve)))
+    """Mean success of the ``WINDOW`` iterations that end at ``fraction`` of the budget (:func:`budget_end`)."""
+    end = budget_end(len(curve), fraction)
     return float(np.mean(curve[max(0, end - WINDOW) : end]))
 
 
 def episodes_to(curve: list[float], threshold: float, per_iteration: int) -> int | None:
-    """Episodes sampled until the smoothed success first reaches ``threshold`` (None: never in the budget)."""
-    reached = np.flatnonzero(smooth(curve) >= threshold)
-    return None if reached.size == 0 else int(reached[0] + 1) * per_iteration
+    """Episodes sampled until the mean success of ``WINDOW`` whole iterations first reaches ``threshold`` (None:
+    never in the budget)."""
+    full = smooth(curve)[WINDOW - 1 :]
+    reached = np.flatnonzero(full >= threshold)
+    return None if reached.size == 0 else int(reached[0] + WINDOW) * per_iteration
 
 
 def _ci(values: list[float], scale: float = 100.0, signed: bool = False) -> str:
@@ -80,8 +87,9 @@ def _versus_pooled(arm: str, by_seed: dict[int, dict[str, Any]], runs: dict) -> 
 def _table(spec: Spec, runs: dict[tuple[str, str], dict[int, dict[str, Any]]], noise: str) -> list[str]:
     per_iteration = spec.settings.groups * spec.settings.group_size
     budget = per_iteration * spec.settings.iterations
+    quarter, half = (budget_end(spec.settings.iterations, f) * per_iteration for f in (0.25, 0.5))
     lines = [
-        f"| arm | success at {budget // 4} episodes | at {budget // 2} | at {budget} (final) | episodes to 50 % "
+        f"| arm | success at {quarter} episodes | at {half} | at {budget} (final) | episodes to 50 % "
         "(seeds reaching) | to 80 % | final minus GRPO, paired | final minus critic, paired | final minus pooled "
         "anchors, paired | anchor purity | "
         "rows grouped (oracle) |",
@@ -196,14 +204,15 @@ def write_report(spec: Spec, out: Path, command: str) -> Path:
         + ", ".join(f"{mode} {dict(options)}" for mode, options in spec.anchors.items())
         + ".",
         "",
-        "Success is the share of an iteration's episodes (fresh tasks from the pool, sampled before the update) that "
-        f"win, averaged over {WINDOW} iterations; ± is the 95 % t-interval over seeds. Episodes to a level: the first "
-        "time the smoothed curve reaches it, the median over seeds (seeds that never reach it count as beyond the "
-        "budget). Paired differences compare the final success of two arms seed by seed ([95 % interval]; * where "
-        "it excludes 0); pooled anchors: the same estimator with every step of a task group in one anchor group (no "
-        "state matching), so that column is what the arm's anchors add. Purity: of the rows in anchor groups of two "
-        "or more, the share whose true state is their group's most common one. Rows grouped: the share of rows in "
-        "anchor groups of two or more (the oracle's in brackets).",
+        "Success is the share of an iteration's episodes (fresh tasks from the pool, sampled before the "
+        f"update) that win, averaged over {WINDOW} iterations; ± is the 95 % t-interval over seeds. Episodes "
+        f"to a level: the first time the mean of {WINDOW} whole iterations reaches it, the median over seeds "
+        "(seeds that never reach it count as beyond the budget). Paired differences compare the final success"
+        " of two arms seed by seed ([95 % interval]; * where it excludes 0); pooled anchors: the same "
+        "estimator with every step of a task group in one anchor group (no state matching), so that column is"
+        " what the arm's anchors add. Purity: of the rows in anchor groups of two or more, the share whose "
+        "true state is their group's most common one. Rows grouped: the share of rows in anchor groups of two"
+        " or more (the oracle's in brackets).",
     ]
     if timing:
         walls = [i["wall_seconds"] / 60 for i in timing["invocations"]]
@@ -215,14 +224,16 @@ def write_report(spec: Spec, out: Path, command: str) -> Path:
         ]
     for task in spec.tasks:
         records = read_records(out, task.name)
-        runs: dict[tuple[str, str], dict[int, dict[str, Any]]] = defaultdict(dict)
+        runs: dict[tuple[str, str], dict[int, dict[str, Any]]] = {}
         for arm in spec.arms:
             runs[(arm.name, "none")] = {}
         for level in spec.noise_levels:
             for arm in spec.noise_arms:
                 runs[(arm.name, level)] = {}
-        for record in records:
-            runs[(record["arm"], record["noise"])][record["seed"]] = record
+        for record in records:  # only what the spec asks for: a folder may hold runs of a larger spec
+            key = (record["arm"], record["noise"])
+            if key in runs and record["seed"] < spec.seeds:
+                runs[key][record["seed"]] = record
         baselines = json.loads((records_dir(out) / f"{task.name}.baselines.json").read_text())
         blind = baselines["blind_sequence"]
         lines += [

@@ -17,6 +17,8 @@ An unknown key, arm, anchor mode, environment or noise level stops the study bef
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,9 +98,38 @@ def _arms(value: Any, where: str) -> tuple[Arm, ...]:
     return arms
 
 
+def _settings(value: Any) -> RunSettings:
+    from pyagentrl.ops.estimators import AdvantageConfig, LossConfig
+
+    body = _mapping(value, "settings")
+    _known(body, {f.name for f in dataclasses.fields(RunSettings)}, "settings")
+    for key in ("iterations", "groups", "group_size", "epochs"):
+        if key in body:
+            _count(body[key], f"settings.{key}")
+    for key in ("lr", "clip", "gamma", "lam", "value_lr"):
+        if key in body:
+            v = body[key]
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise SpecError(f"settings.{key} must be a finite number, got {v!r}")
+            body[key] = float(v)
+    settings = RunSettings(**body)
+    if settings.lr <= 0:
+        raise SpecError(f"settings.lr must be > 0, got {settings.lr}")
+    if not 0 < settings.value_lr <= 1:
+        raise SpecError(f"settings.value_lr is a share of the way to the target, in (0, 1]; got {settings.value_lr}")
+    try:  # the estimators' and the loss's own checks, now rather than in a worker
+        AdvantageConfig(gamma=settings.gamma, lam=settings.lam)
+        LossConfig(clip_low=settings.clip)
+    except ValueError as exc:
+        raise SpecError(f"settings: {exc}") from None
+    return settings
+
+
 def _task(name: str, value: Any) -> TaskSpec:
     from pyagentrl.envs.registry import make_env
 
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name) or ".." in name:
+        raise SpecError(f"tasks: a task name names its record files: letters, digits, '.', '-' and '_', got {name!r}")
     body = _mapping(value, f"tasks.{name}")
     _known(body, {"env", "config", "pool"}, f"tasks.{name}")
     if "env" not in body:
@@ -160,12 +191,7 @@ def parse_spec(raw: Any) -> Spec:
     name = body.get("name")
     if not isinstance(name, str) or not name.replace("-", "").replace("_", "").isalnum():
         raise SpecError(f"name must be a word (letters, digits, - and _), got {name!r}")
-    settings_body = _mapping(body.get("settings"), "settings")
-    _known(settings_body, {f.name for f in dataclasses.fields(RunSettings)}, "settings")
-    try:
-        settings = RunSettings(**settings_body)
-    except (TypeError, ValueError) as exc:
-        raise SpecError(f"settings: {exc}") from None
+    settings = _settings(body.get("settings"))
     tasks_body = _mapping(body.get("tasks"), "tasks")
     if not tasks_body:
         raise SpecError("tasks is missing: name at least one task")
@@ -173,7 +199,12 @@ def parse_spec(raw: Any) -> Spec:
     arms = _arms(body.get("arms"), "arms")
     noise = _mapping(body.get("noise"), "noise")
     _known(noise, {"levels", "arms"}, "noise")
-    levels = tuple(noise.get("levels", []))
+    if noise and set(noise) != {"levels", "arms"}:
+        raise SpecError("noise needs both levels (e.g. [low, high]) and arms (the arms to run at those levels)")
+    levels = noise.get("levels", [])
+    if not isinstance(levels, list) or len(set(levels)) != len(levels):
+        raise SpecError(f"noise.levels must be a list of distinct levels, got {levels!r}")
+    levels = tuple(levels)
     for level in levels:
         try:
             check_noise_level(level)
@@ -192,6 +223,9 @@ def parse_spec(raw: Any) -> Spec:
     for arm in {*arms, *noise_arms}:
         if arm.reads_text and arm.anchors not in anchors:
             anchors[arm.anchors] = _anchors({arm.anchors: {}})[arm.anchors]  # type: ignore[index]
+    sweep = _sweep(body.get("sweep"))
+    if sweep.embedding:  # the encoder the sweep will load, checked now rather than after the baselines
+        _anchors({"embedding": anchors.get("embedding", {})})
     baselines = _mapping(body.get("baselines"), "baselines")
     _known(baselines, {"blind_length", "selection_tasks"}, "baselines")
     return Spec(
@@ -203,7 +237,7 @@ def parse_spec(raw: Any) -> Spec:
         noise_levels=levels,
         noise_arms=noise_arms,
         anchors=anchors,
-        sweep=_sweep(body.get("sweep")),
+        sweep=sweep,
         blind_length=_count(baselines.get("blind_length", 8), "baselines.blind_length"),
         selection_tasks=_count(baselines.get("selection_tasks", 200), "baselines.selection_tasks"),
     )

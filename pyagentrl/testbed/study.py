@@ -3,7 +3,9 @@
 Records go to ``<out>/records/<task>.jsonl``, one line per finished run, written by this process only (workers
 return their records), so a killed study loses at most the runs in flight: a rerun reads the lines back, drops a
 torn last line, and runs only what is missing. The baselines and the anchor sweep of a task are cached beside them
-(``<task>.baselines.json``, ``<task>.sweep.json``).
+(``<task>.baselines.json``, ``<task>.sweep.json``). ``<out>/spec.json`` holds what the records were made with: a
+rerun whose settings, tasks, anchors, sweep or baselines differ is refused (arms, noise levels and seeds may grow).
+A failed run stops the study: the queued runs are cancelled, the finished ones are kept.
 """
 
 from __future__ import annotations
@@ -31,20 +33,27 @@ def records_dir(out: Path) -> Path:
     return out / "records"
 
 
+class StudyError(RuntimeError):
+    """A study that cannot go on: the message names the run or the setting."""
+
+
 def read_records(out: Path, task: str) -> list[dict[str, Any]]:
-    """The finished runs of ``task``; a torn last line (a kill while writing) is dropped from the file."""
+    """The finished runs of ``task``; a torn last line (a kill while writing) is dropped from the file, and a last
+    line without its newline gets one, so that the next record starts a line of its own."""
     path = records_dir(out) / f"{task}.jsonl"
     if not path.exists():
         return []
-    lines = path.read_text().splitlines()
+    text = path.read_text()
+    lines = text.splitlines()
     records = []
     for i, line in enumerate(lines):
         try:
             records.append(json.loads(line))
         except json.JSONDecodeError:
             if i != len(lines) - 1:
-                raise ValueError(f"{path}: line {i + 1} is not JSON (only a last line can be torn by a kill)") from None
-            path.write_text("".join(f"{line}\n" for line in lines[:-1]))
+                raise StudyError(f"{path}: line {i + 1} is not JSON (only a last line can be torn by a kill)") from None
+    if len(records) != len(lines) or (text and not text.endswith("\n")):
+        _write_text(path, "".join(f"{json.dumps(r, separators=(',', ':'))}\n" for r in records))
     return records
 
 
@@ -76,7 +85,8 @@ def _worker(task: TaskSpec, arm_name: str, noise: str, seed: int, settings: RunS
 
 
 def pending_runs(spec: Spec, out: Path) -> list[tuple[TaskSpec, str, Arm, int]]:
-    """The runs not yet recorded, seed by seed (a study stopped early has whole seeds of every arm)."""
+    """The runs not yet recorded, seed by seed (submitted in that order, so a study stopped early has mostly whole
+    seeds; the report pairs arms on the seeds both have)."""
     done: set[RunKey] = set()
     for task in spec.tasks:
         done |= {(r["task"], r["noise"], r["arm"], r["seed"]) for r in read_records(out, task.name)}
@@ -94,8 +104,9 @@ def run_study(spec: Spec, out: Path, workers: int = 2, log: Callable[[str], None
     from pyagentrl.testbed.sweep import anchor_sweep
 
     started = time.perf_counter()
+    check_output_dir(spec, out)
     records_dir(out).mkdir(parents=True, exist_ok=True)
-    (out / "spec.json").write_text(json.dumps(_spec_json(spec), indent=1) + "\n")
+    _write_json(out / "spec.json", _spec_json(spec))
     for task in spec.tasks:
         path = records_dir(out) / f"{task.name}.baselines.json"
         if not path.exists():
@@ -122,7 +133,15 @@ def run_study(spec: Spec, out: Path, workers: int = 2, log: Callable[[str], None
         }
         for done, future in enumerate(as_completed(futures), 1):
             task_name, noise, arm_name, seed = futures[future]
-            record = future.result()
+            try:
+                record = future.result()
+            except Exception as exc:
+                for queued in futures:
+                    queued.cancel()
+                raise StudyError(
+                    f"run {task_name} / noise {noise} / {arm_name} / seed {seed} failed: {exc!r} "
+                    f"({done - 1} runs of this invocation were recorded; rerun to go on)"
+                ) from exc
             _append(out, task_name, record)
             if done % 20 == 0 or done == len(todo):
                 elapsed = time.perf_counter() - started
@@ -142,10 +161,34 @@ def run_study(spec: Spec, out: Path, workers: int = 2, log: Callable[[str], None
     _write_json(timing_path, timing)
 
 
-def _write_json(path: Path, value: Any) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(value, indent=1) + "\n")
+def _write_text(path: Path, text: str) -> None:
+    """Written whole or not at all (a temporary file, then a rename)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
     tmp.replace(path)
+
+
+def _write_json(path: Path, value: Any) -> None:
+    _write_text(path, json.dumps(value, indent=1) + "\n")
+
+
+#: What the records of a study depend on; a rerun into the same folder must keep them.
+FIXED = ("settings", "tasks", "anchors", "sweep", "baselines")
+
+
+def check_output_dir(spec: Spec, out: Path) -> None:
+    """Refuses ``out`` when its records were made with other settings, tasks, anchors, sweep or baselines."""
+    path = out / "spec.json"
+    if not path.exists():
+        return
+    stored = json.loads(path.read_text())
+    current = json.loads(json.dumps(_spec_json(spec)))  # tuples as lists, as stored
+    for key in FIXED:
+        if stored.get(key) != current[key]:
+            raise StudyError(
+                f"{out} holds records made with other {key} ({json.dumps(stored.get(key))}, now "
+                f"{json.dumps(current[key])}): give another --out, or restore the spec"
+            )
 
 
 def _spec_json(spec: Spec) -> dict[str, Any]:
@@ -158,4 +201,6 @@ def _spec_json(spec: Spec) -> dict[str, Any]:
         "noise_levels": list(spec.noise_levels),
         "noise_arms": [a.name for a in spec.noise_arms],
         "anchors": {k: dict(v) for k, v in spec.anchors.items()},
+        "sweep": asdict(spec.sweep),
+        "baselines": {"blind_length": spec.blind_length, "selection_tasks": spec.selection_tasks},
     }

@@ -29,7 +29,7 @@ def anchor_sweep(task: TaskSpec, spec: Spec) -> list[dict[str, Any]]:
     oracle = StateKeyer(mode="exact")
     out = []
     for noise in ("none", *spec.noise_levels):
-        batches = uniform_episodes(task, spec.settings, noise, spec.sweep.iterations, seed=0, stream=8)
+        batches = uniform_episodes(task, spec.settings, noise, spec.sweep.iterations, seed=0, stream="sweep")
         groups = [np.asarray(e.group_ids, dtype=np.int64) for e in batches]
         truth = [oracle.assign(e.states, g) for e, g in zip(batches, groups, strict=True)]
         encoded: list[np.ndarray] | None = None

@@ -20,8 +20,8 @@ class StateTable:
     """
 
     def __init__(self, width: int, capacity: int = 1024) -> None:
-        if width < 1:
-            raise ValueError(f"width must be >= 1, got {width}")
+        if width < 1 or capacity < 1:
+            raise ValueError(f"width and capacity must be >= 1, got {width} and {capacity}")
         self.width = width
         self._index: dict[str, int] = {}
         self.values = torch.zeros(capacity, width, dtype=torch.float64, requires_grad=True)

@@ -115,11 +115,10 @@ def test_exact_keys_without_noise_give_the_true_state_groups() -> None:
             torch.from_numpy(anchor_ids),
         )
 
-    # The oracle, built independently: (task group, position on the lake) from the game's info.
-    truth = {}
-    oracle = np.array(
-        [truth.setdefault((g, s), len(truth)) for g, s in zip(group.tolist(), episodes.states, strict=True)]
-    )
+    # The oracle, built without hashing: (task group, the player's cell), the whole state of a lake of a task group.
+    truth: dict[tuple[int, int], int] = {}
+    cells = [state.replace("\n", " ").split(" ").index("P") for state in episodes.states]
+    oracle = np.array([truth.setdefault((g, c), len(truth)) for g, c in zip(group.tolist(), cells, strict=True)])
     exact = StateKeyer(mode="exact").assign(episodes.texts, group)
     a, b = batch(exact).state_ids.numpy(), batch(oracle).state_ids.numpy()
     # The same partition of the rows: a one-to-one map between the two id sets.
@@ -145,6 +144,21 @@ def test_noise_changes_the_text_and_never_the_state(level: str) -> None:
     assert len(texts) > 1
     with pytest.raises(ValueError, match="unknown noise level 'loud'"):
         NoisyObservations(clean, "loud", seed=0)
+
+
+def test_high_noise_shuffles_the_lines_of_a_text_observation_and_keeps_them() -> None:
+    from pyagentrl.testbed.noise import FLAVOUR
+
+    noisy = NoisyObservations(FrozenLakeEnv(), "high", seed=1)
+    text = "You see a drawer 1.\nYou see a mug 2.\nYou see a table 3.\nYou see a lamp 4."
+    orders = set()
+    for turn in range(20):
+        turn_line, flavour, *body = noisy._noisy(text, turn).split("\n")
+        assert turn_line == f"Turn {turn}." and flavour in FLAVOUR and sorted(body) == sorted(text.split("\n"))
+        orders.add(tuple(body))
+    assert len(orders) > 1
+    grid = "_ P\n_ G"
+    assert noisy._noisy(grid, 0).split("\n")[2:] == grid.split("\n")  # a grid keeps its rows in order
 
 
 def test_noise_splits_exact_groups_and_the_oracle_does_not_move() -> None:
@@ -223,6 +237,14 @@ SPEC = {
         ({"settings": {"lr_warmup": 2}}, "settings: unknown key 'lr_warmup'"),
         ({"seeds": 0}, "seeds must be an integer >= 1"),
         ({"colour": "red"}, "the spec: unknown key 'colour'"),
+        ({"settings": {"lr": "100"}}, "settings.lr must be a finite number, got '100'"),
+        ({"settings": {"groups": 0}}, "settings.groups must be an integer >= 1"),
+        ({"settings": {"gamma": 1.5}}, "settings: gamma"),
+        ({"settings": {"clip": 1.0}}, "settings: clip_low must be < 1"),
+        ({"noise": {"levels": ["low"]}}, "noise needs both levels"),
+        ({"noise": {"levels": "low", "arms": ["gigpo-exact"]}}, "noise.levels must be a list of distinct levels"),
+        ({"tasks": {"../x": {"env": "frozenlake"}}}, "tasks: a task name names its record files"),
+        ({"tasks": {"x": {"env": "frozenlake", "pool": 0}}}, "tasks.x.pool must be an integer >= 1"),
     ],
 )
 def test_a_bad_spec_names_its_key(change: dict, message: str) -> None:
@@ -252,7 +274,7 @@ def test_the_command_refuses_a_bad_spec_in_one_line(tmp_path: Path) -> None:
 
 def test_a_killed_study_resumes_without_redoing_finished_seeds(tmp_path: Path) -> None:
     from pyagentrl.testbed.report import write_report
-    from pyagentrl.testbed.study import read_records, run_study
+    from pyagentrl.testbed.study import StudyError, read_records, run_study
 
     out = tmp_path / "study"
     logs: list[str] = []
@@ -261,14 +283,61 @@ def test_a_killed_study_resumes_without_redoing_finished_seeds(tmp_path: Path) -
     records = out / "records" / "small.jsonl"
     first = records.read_text().splitlines()
     assert len(first) == 3
-    records.write_text("\n".join(first) + "\n" + first[-1][: len(first[-1]) // 2])  # killed while writing a line
+    torn = json.loads(first[-1])
+    records.write_text("\n".join(first[:-1]) + "\n" + first[-1][: len(first[-1]) // 2])  # killed while writing
+    assert len(read_records(out, "small")) == 2 and records.read_text().endswith("\n")  # the torn line is gone
     logs.clear()
     run_study(parse_spec({**SPEC, "seeds": 2}), out, workers=1, log=logs.append)
-    assert "3 of 6 runs recorded; 3 to go on 1 workers" in logs
+    assert "2 of 6 runs recorded; 4 to go on 1 workers" in logs  # the torn run and seed 1's three
     kept = read_records(out, "small")
-    assert len(kept) == 6 and sorted((r["seed"], r["arm"], r["noise"]) for r in kept)[:3] == sorted(
-        (json.loads(line)["seed"], json.loads(line)["arm"], json.loads(line)["noise"]) for line in first
-    )
+    keys = [(r["seed"], r["arm"], r["noise"]) for r in kept]
+    assert len(kept) == 6 and len(set(keys)) == 6
+    redone = next(r for r in kept if (r["seed"], r["arm"], r["noise"]) == (torn["seed"], torn["arm"], torn["noise"]))
+    assert {**redone, "seconds": 0} == {**torn, "seconds": 0}  # an exact repeat
     readme = write_report(parse_spec({**SPEC, "seeds": 2}), out, "pyagentrl testbed spec.yaml")
     text = readme.read_text()
     assert "| `gigpo-exact` |" in text and "### Noise: low" in text and (out / "small.png").is_file()
+    # A report of a smaller spec shows only its own runs.
+    assert "1 seeds per arm" in write_report(parse_spec(SPEC), out, "x").read_text()
+    # Records made with other settings are never mixed with new ones.
+    with pytest.raises(StudyError, match="other settings"):
+        run_study(parse_spec({**SPEC, "settings": {**SPEC["settings"], "lr": 10}}), out, workers=1, log=logs.append)
+
+
+def test_report_statistics_on_hand_examples() -> None:
+    from pyagentrl.testbed.report import _paired, budget_end, episodes_to, smooth, success_at
+
+    curve = [0.0, 0.2, 0.4, 0.6, 0.8, 1.0, 1.0, 1.0]
+    np.testing.assert_allclose(smooth(curve, 2), [0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0, 1.0])
+    assert budget_end(50, 0.25) == 13 and budget_end(50, 0.5) == 25 and budget_end(8, 1.0) == 8
+    assert success_at(curve, 1.0) == pytest.approx(np.mean([0.6, 0.8, 1.0, 1.0, 1.0]))
+    # Whole windows of 5 only: iterations 1-5 average 0.4, 2-6 0.6, 3-7 0.76, 4-8 0.88.
+    assert episodes_to(curve, 0.5, 10) == 60 and episodes_to(curve, 0.8, 10) == 80
+    assert episodes_to(curve, 0.95, 10) is None and episodes_to([1.0] * 3, 0.5, 10) is None
+    a = {0: {"success": [0.5] * 5}, 1: {"success": [0.7] * 5}, 2: {"success": [0.6] * 5}}
+    b = {0: {"success": [0.4] * 5}, 1: {"success": [0.5] * 5}, 2: {"success": [0.6] * 5}, 3: {"success": [0.0] * 5}}
+    # Differences 0.1, 0.2, 0.0 on the shared seeds: mean 0.1, sd 0.1, t(2) = 4.303, half-width 0.248.
+    assert _paired(a, b) == "+10 [-15, +35]"
+
+
+def test_the_critic_moves_each_state_value_towards_its_mean_return() -> None:
+    from pyagentrl.testbed.loop import _critic_advantages
+
+    # Two trajectories: A then B (reward 1 at the end), and A alone (reward 0); γ = 0.5, λ = 1: returns 0.5, 1, 0.
+    batch = StepBatch(
+        torch.tensor([0.0, 1.0, 0.0], dtype=torch.float64),
+        torch.tensor([1.0, 1.0, 0.0], dtype=torch.float64),
+        torch.tensor([0, 0, 0]),
+        torch.tensor([0, 0, 1]),
+        torch.tensor([0, 1, 0]),
+        torch.tensor([0, 1, 0]),
+    )
+    values = StateTable(1)
+    rows = values.index(["A", "B", "A"])
+    settings = RunSettings(gamma=0.5, lam=1.0, value_lr=0.5)
+    advantages = _critic_advantages(batch, values, rows, settings)
+    # V = 0 before: the advantages are the returns, normalised over the batch.
+    expected = torch.tensor([0.5, 1.0, 0.0], dtype=torch.float64)
+    torch.testing.assert_close(advantages, (expected - expected.mean()) / (expected.std() + 1e-6))
+    # V(A) moves half way to mean(0.5, 0) = 0.25, V(B) half way to 1.
+    torch.testing.assert_close(values.values[:2, 0].detach(), torch.tensor([0.125, 0.5], dtype=torch.float64))
