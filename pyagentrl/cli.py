@@ -48,7 +48,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     plot = commands.add_parser("plot", help="draw a run's curves as a PNG")
     plot.add_argument("run_dir")
     study = commands.add_parser("study", help="train and evaluate every arm of a study spec (resumable), then report")
-    study.add_argument("spec", help="a study spec, e.g. train/studies/frozenlake.yaml")
+    study.add_argument("spec", help="a study spec, e.g. train/studies/estimators.yaml")
     study.add_argument("--output", help="where the runs go (default runs/study-<name>)")
     study.add_argument("--report", help="where the report goes (default docs/study/<name>)")
     study.add_argument("--report-only", action="store_true", help="rebuild the report from finished runs only")

@@ -24,7 +24,7 @@ except ImportError as exc:  # pragma: no cover - exercised only on broken instal
     _hint = (
         f" pyagentrl was imported from its source tree ({_package}), which holds no compiled extension: `python -m`"
         " and `python -c` put the working directory first on sys.path. Run from another directory, use the"
-        " `pyagentrl` command or `python -P`, or install in editable mode (`make dev`)."
+        " `pyagentrl` command or `python -P`, or reinstall the package (`make setup`)."
         if (_package.parent / "pyproject.toml").is_file()
         else ""
     )

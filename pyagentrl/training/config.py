@@ -200,8 +200,12 @@ def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
     if not file.is_file():
         raise ConfigError(f"config file {str(path)!r} does not exist (the configs are in train/configs/)")
     schema = omegaconf.OmegaConf.structured(TrainConfig)
+    import yaml  # OmegaConf's parser: a malformed file raises its error, not OmegaConf's
+
     try:
         merged = omegaconf.OmegaConf.merge(schema, omegaconf.OmegaConf.load(file))
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{file} is not valid YAML: {' '.join(str(exc).split())}") from None
     except omegaconf.errors.OmegaConfBaseException as exc:
         raise ConfigError(f"{file}: {_first_line(exc)} (key {_full_key(exc)})") from None
     for item in overrides:

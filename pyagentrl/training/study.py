@@ -6,7 +6,7 @@ A spec (YAML) names the shared train config, the seeds, the held-out tasks, and 
 each arm::
 
     name: frozenlake
-    config: ../configs/study.yaml       # relative to the spec
+    config: estimators-base.yaml         # relative to the spec (train/studies/)
     seeds: [1, 2, 3]
     eval_tasks: 64
     keep: model                          # what a scored run keeps: model (default) or checkpoints

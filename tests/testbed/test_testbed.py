@@ -12,6 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from testkit.envs import need
+from testkit.peers import require_embedding_model
 
 from pyagentrl.envs.frozenlake import FrozenLakeEnv
 from pyagentrl.hashing import StateKeyer
@@ -22,7 +24,7 @@ from pyagentrl.testbed.arms import all_arm_names
 from pyagentrl.testbed.loop import TASK_SEED_BASE, anchor_quality, make_envs, policy_loss, rollout
 from pyagentrl.testbed.tables import StateTable
 
-pytest.importorskip("gymnasium")
+need("gymnasium")  # skip without it, except under CI, where it must be installed
 
 # A 2x2 lake of ice, start and goal drawn by the seed, two moves: every trajectory can be listed.
 TINY = TaskSpec("tiny", "frozenlake", {"size": 2, "p_frozen": 1.0, "random_start_goal": True, "max_steps": 2}, pool=1)
@@ -204,7 +206,7 @@ def test_every_arm_learns_a_trivially_learnable_task(arm: str) -> None:
 
     parsed = parse_arm(arm)
     if parsed.anchors == "embedding":
-        pytest.importorskip("all_minilm_l6_v2")
+        require_embedding_model()
     options = {"device": "cpu"} if parsed.anchors == "embedding" else {}
     keyer = keyer_for(parsed.anchors, options) if parsed.reads_text else None  # type: ignore[arg-type]
     for seed in (0, 1):

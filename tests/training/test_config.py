@@ -106,6 +106,16 @@ def test_the_command_stops_before_any_work(tmp_path: Path):
     assert not tmp_path.exists() or not any(tmp_path.iterdir())  # no run directory was made
 
 
+def test_a_malformed_yaml_config_gets_one_line(tmp_path: Path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("env:\n  name: [frozenlake\n")
+    with pytest.raises(ConfigError, match=r"bad\.yaml is not valid YAML: while parsing"):
+        load_config(bad)
+    out = cli("train", str(bad), check=False)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert out.stderr.strip().splitlines()[-1].startswith("pyagentrl train: ") and "not valid YAML" in out.stderr
+
+
 @pytest.mark.parametrize("schedule", ["constant", "linear", "cosine"])
 def test_step_weight_schedules(schedule):
     s = ScheduleConfig(schedule=schedule, start=0.8, end=0.3, iterations=10)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from testkit.peers import import_peer
 
 from pyagentrl.training.stats import mcnemar_exact_p, mean_interval, paired_difference, t95, wilson_interval
 
@@ -16,7 +17,7 @@ def test_wilson_interval_known_values() -> None:
 
 
 def test_t_quantiles_match_scipy() -> None:
-    stats = pytest.importorskip("scipy.stats")
+    stats = import_peer("scipy.stats")
     for dof in range(1, 31):
         assert t95(dof) == pytest.approx(stats.t.ppf(0.975, dof), abs=6e-4)
     assert t95(200) == pytest.approx(stats.norm.ppf(0.975), abs=1e-5)
@@ -25,7 +26,7 @@ def test_t_quantiles_match_scipy() -> None:
 
 
 def test_mean_interval_is_the_t_interval() -> None:
-    stats = pytest.importorskip("scipy.stats")
+    stats = import_peer("scipy.stats")
     values = [0.59, 0.39, 0.53, 0.48]
     mean, half = mean_interval(values)
     low, high = stats.t.interval(0.95, len(values) - 1, loc=np.mean(values), scale=stats.sem(values))
@@ -36,7 +37,7 @@ def test_mean_interval_is_the_t_interval() -> None:
 
 @pytest.mark.parametrize(("only_first", "only_second"), [(0, 0), (3, 0), (7, 2), (12, 12), (1, 30), (40, 25)])
 def test_mcnemar_exact_p_is_a_binomial_test(only_first: int, only_second: int) -> None:
-    stats = pytest.importorskip("scipy.stats")
+    stats = import_peer("scipy.stats")
     n = only_first + only_second
     expected = 1.0 if n == 0 else stats.binomtest(only_first, n, 0.5).pvalue
     assert mcnemar_exact_p(only_first, only_second) == pytest.approx(expected, rel=1e-9)
