@@ -68,6 +68,17 @@ def _winning_prefixes(
     return wins
 
 
+def play(env: TextEnv, task: Task, actions: Sequence[str]) -> bool:
+    """Whether ``actions``, played in order on ``task`` without looking, win it (an episode that ends first keeps its
+    outcome; one still running when the sequence ends is lost)."""
+    result = env.reset(task)
+    for action in actions:
+        if result.done:
+            break
+        result = env.step(f"<action>{action}</action>")
+    return bool(result.won)
+
+
 def best_open_loop(factory: Callable[[], TextEnv], tasks: Sequence[Task], length: int) -> OpenLoopResult:
     """The sequence of at most ``length`` actions (the first task's admissible ones) that wins the most ``tasks``;
     the shortest such sequence, and the first in index order among those."""

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from pyagentrl.envs.open_loop import best_open_loop
+from pyagentrl.envs.open_loop import best_open_loop, play
 from pyagentrl.envs.registry import make_env
 from pyagentrl.testbed.loop import TASK_SEED_BASE, TaskSpec, uniform_episodes
 from pyagentrl.testbed.spec import Spec
@@ -31,14 +31,7 @@ def blind_sequence(task: TaskSpec, spec: Spec) -> dict[str, Any]:
     selection = [SELECTION_SEED_BASE + i for i in range(spec.selection_tasks)]
     best = best_open_loop(factory, selection, spec.blind_length)
     env = factory()
-    wins = 0
-    for seed in range(TASK_SEED_BASE, TASK_SEED_BASE + task.pool):
-        result = env.reset(seed)
-        for action in best.actions:
-            if result.done:
-                break
-            result = env.step(f"<action>{action}</action>")
-        wins += bool(result.won)
+    wins = sum(play(env, seed, best.actions) for seed in range(TASK_SEED_BASE, TASK_SEED_BASE + task.pool))
     env.close()
     return {
         "actions": list(best.actions),

@@ -19,7 +19,7 @@ import torch
 
 from pyagentrl.envs.registry import make_env
 from pyagentrl.hashing import StateKeyer
-from pyagentrl.ops import StepBatch, trajectory_gae
+from pyagentrl.ops import StepBatch, group_normalize, trajectory_gae
 from pyagentrl.ops.estimators import AdvantageConfig, LossConfig, get_adv_estimator, get_policy_loss
 from pyagentrl.testbed.arms import Arm
 from pyagentrl.testbed.noise import NoisyObservations
@@ -291,4 +291,4 @@ def _critic_advantages(batch: StepBatch, values: StateTable, rows: torch.Tensor,
         error = torch.zeros(values.values.shape[0], dtype=torch.float64).index_add_(0, rows, target - value)
         visits = torch.zeros_like(error).index_add_(0, rows, torch.ones_like(value))
         values.values[:, 0] += settings.value_lr * error / visits.clamp(min=1)
-    return (gae - gae.mean()) / (gae.std() + 1e-6)
+    return group_normalize(gae, torch.zeros_like(batch.traj_ids), 1)  # one group: the batch

@@ -49,12 +49,10 @@ def episodes_to(curve: list[float], threshold: float, per_iteration: int) -> int
     return None if reached.size == 0 else int(reached[0] + WINDOW) * per_iteration
 
 
-def _ci(values: list[float], scale: float = 100.0, signed: bool = False) -> str:
+def _ci(values: list[float]) -> str:
+    """Percent, with the 95 % t-interval's half-width over seeds."""
     mean, half = mean_interval(values)
-    sign = "+" if signed else ""
-    if half is None:
-        return f"{mean * scale:{sign}.0f}"
-    return f"{mean * scale:{sign}.0f} ± {half * scale:.0f}"
+    return f"{mean * 100:.0f}" if half is None else f"{mean * 100:.0f} ± {half * 100:.0f}"
 
 
 def _median_episodes(values: list[int | None], budget: int) -> str:

@@ -53,14 +53,18 @@ def read_records(out: Path, task: str) -> list[dict[str, Any]]:
             if i != len(lines) - 1:
                 raise StudyError(f"{path}: line {i + 1} is not JSON (only a last line can be torn by a kill)") from None
     if len(records) != len(lines) or (text and not text.endswith("\n")):
-        _write_text(path, "".join(f"{json.dumps(r, separators=(',', ':'))}\n" for r in records))
+        _write_text(path, "".join(_line(r) for r in records))
     return records
+
+
+def _line(record: dict[str, Any]) -> str:
+    return json.dumps(record, separators=(",", ":")) + "\n"
 
 
 def _append(out: Path, task: str, record: dict[str, Any]) -> None:
     path = records_dir(out) / f"{task}.jsonl"
     with path.open("a") as f:
-        f.write(json.dumps(record, separators=(",", ":")) + "\n")
+        f.write(_line(record))
         f.flush()
         os.fsync(f.fileno())
 

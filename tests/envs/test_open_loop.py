@@ -8,7 +8,7 @@ import pytest
 from testkit.envs import need
 
 from pyagentrl.envs import env_factory
-from pyagentrl.envs.open_loop import best_open_loop
+from pyagentrl.envs.open_loop import best_open_loop, play
 
 need("gymnasium")
 
@@ -43,6 +43,9 @@ def test_best_open_loop_matches_brute_force(name: str, options: dict) -> None:
     }
     assert best.wins == by_length[4] and best.tasks == len(tasks)
     assert _replayed_wins(factory, tasks, best.actions) == best.wins  # the sequence it names scores what it says
+    env = factory()
+    for sequence in [best.actions, tuple(reversed(best.actions))]:  # play() against the replay here
+        assert sum(play(env, task, sequence) for task in tasks) == _replayed_wins(factory, tasks, sequence)
     assert len(best.actions) == min(size for size, wins in by_length.items() if wins == best.wins)  # the shortest
 
 
