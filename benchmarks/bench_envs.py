@@ -3,7 +3,7 @@ serial vs thread vs process driver, in the same run.
 
     python benchmarks/bench_envs.py [--families ...] [--write]
 
-``--write`` replaces the "## Environments (issue 4)" section of benchmarks/RESULTS.md. Games are generated
+``--write`` replaces the "## Environments" section of benchmarks/RESULTS.md. Games are generated
 (and cached) before timing; resets and steps are timed separately. A step of an episode that already ended costs
 nothing and is not counted.
 """
@@ -15,12 +15,11 @@ import datetime
 import os
 import platform
 import random
-import re
 import sys
 import time
-from pathlib import Path
 
 from machine import cpu_model  # benchmarks/machine.py (the script's folder is on sys.path)
+from results import Headline, write_section  # benchmarks/results.py
 
 from pyagentrl.envs import EnvBatch, env_factory
 
@@ -33,6 +32,7 @@ FAMILIES: dict[str, tuple[dict[str, object], int]] = {
     "alfworld_gen": ({"max_steps": 200}, 12),
 }
 NUM_GROUPS, GROUP_SIZE = 16, 8
+SECTION = "## Environments"
 
 
 def run(name: str, backend: str, workers: int, steps: int, windows: int = 3, warmup: int = 3) -> dict[str, float]:
@@ -80,6 +80,7 @@ def main() -> None:
         with EnvBatch(env_factory(name, **FAMILIES[name][0]), NUM_GROUPS, 1, backend="serial") as batch:
             batch.reset(list(range(NUM_GROUPS)))
     rows = []
+    best: dict[str, tuple[str, float, float]] = {}  # family -> (best backend, its steps/s, serial steps/s)
     for name in args.families:
         steps = FAMILIES[name][1]
         results = {
@@ -91,18 +92,19 @@ def main() -> None:
         cells = [f"{r['steps_per_s']:,.0f} ({r['steps_per_s'] / base:.2f}×)" for r in results.values()]
         resets = " / ".join(f"{r['reset_s']:.2f}" for r in results.values())
         errors = sum(int(r["errors"]) for r in results.values())
+        top = max(results, key=lambda backend: results[backend]["steps_per_s"])
+        best[name] = (top, results[top]["steps_per_s"], base)
         rows.append(f"| {name} | {int(results['serial']['steps'])} | {' | '.join(cells)} | {resets} | {errors} |")
         print(rows[-1], flush=True)
 
     command = "python benchmarks/bench_envs.py " + " ".join(argv)
-    section = "\n".join(
+    machine, now = f"{cpu_model()}, {os.cpu_count()} cores", datetime.datetime.now(datetime.timezone.utc)
+    body = "\n".join(
         [
-            "## Environments (issue 4)",
-            "",
             f"Command: `{command.strip()}`  ",
-            f"Machine: {cpu_model()}, {os.cpu_count()} cores; Python {platform.python_version()}; "
+            f"Machine: {machine}; Python {platform.python_version()}; "
             f"1-min load average {load_before:.1f} before / {os.getloadavg()[0]:.1f} after (a shared machine)  ",
-            f"Date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
+            f"Date: {now:%Y-%m-%d %H:%M} UTC",
             "",
             f"Batch of {NUM_GROUPS * GROUP_SIZE} environments ({NUM_GROUPS} groups × {GROUP_SIZE}), random admissible "
             "action each step; steps/s counts steps of unfinished episodes (speed-up over serial in brackets). "
@@ -121,14 +123,28 @@ def main() -> None:
             "",
         ]
     )
-    print(section)
+    print(f"{SECTION}\n\n{body}")
     if args.write:
-        path = Path(__file__).with_name("RESULTS.md")
-        text = path.read_text()
-        pattern = re.compile(r"## Environments \(issue 4\)\n.*?(?=\n## |\Z)", re.S)
-        if not pattern.search(text):
-            raise SystemExit("RESULTS.md has no '## Environments (issue 4)' section")
-        path.write_text(pattern.sub(lambda _: section.rstrip("\n") + "\n", text, count=1))
+        write_section(SECTION, body, headlines=headlines(best, machine, f"{now:%Y-%m-%d}"))
+
+
+def headlines(best: dict[str, tuple[str, float, float]], machine: str, date: str) -> list[Headline]:
+    """The summary's lines: the slowest and the fastest family, each at its best backend against the serial driver,
+    with the figures of the table."""
+    ranked = sorted(best, key=lambda name: best[name][1])
+    out = []
+    for name in dict.fromkeys([ranked[0], ranked[-1]]):  # one line when a single family ran
+        backend, rate, serial = best[name]
+        out.append(
+            (
+                f"{name}: env steps/s of a batch of {NUM_GROUPS * GROUP_SIZE}, best backend ({backend})",
+                f"{rate:,.0f} steps/s ({rate / serial:.2f}×)",
+                f"serial driver, {serial:,.0f} steps/s",
+                machine,
+                date,
+            )
+        )
+    return out
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Benchmark of pyagentrl.hashing (issue 3) against datasketch, simhash and Python hashing.
+"""Benchmark of pyagentrl.hashing (state keys) against datasketch, simhash and Python hashing.
 
 Run: .venv/bin/python benchmarks/bench_hashing.py [--write] [--tasks 512] [--subset 2000]
 
@@ -12,7 +12,7 @@ Every output of ours that is timed is checked in the run, on all of its inputs, 
 independent computation: keys against python-xxhash, MinHash against datasketch, SimHash against
 the simhash package, grouping against connected components built from those. A failed check raises
 CheckFailed, so the script exits non-zero.
-``--write`` replaces the "State hashing (issue 3)" section of benchmarks/RESULTS.md.
+``--write`` replaces the "State keys" section of benchmarks/RESULTS.md.
 """
 
 from __future__ import annotations
@@ -25,22 +25,20 @@ import importlib.util
 import os
 import platform
 import random
-import re
 import sys
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from machine import cpu_model  # benchmarks/machine.py (the script's folder is on sys.path)
+from results import Headline, write_section  # benchmarks/results.py
 
 from pyagentrl.hashing import StateKeyer, minhash_texts, simhash, text_keys
 
-SECTION = "## State hashing (issue 3)"
-RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
+SECTION = "## State keys"
 NUM_PERM = 128
 MINHASH_THRESHOLDS = (0.9, 0.8)
 SIMHASH_KS = (3, 6)
@@ -292,7 +290,7 @@ def verdict(met: bool) -> str:
     return "met" if met else "**missed**"
 
 
-def bench_keys(texts: list[str], cores: int, add: Callable[[str], None]) -> None:
+def bench_keys(texts: list[str], cores: int, add: Callable[[str], None], heads: list[tuple[str, str, str]]) -> None:
     import xxhash  # the keys' check: required
 
     n, total = len(texts), sum(len(t.encode()) for t in texts)
@@ -311,7 +309,7 @@ def bench_keys(texts: list[str], cores: int, add: Callable[[str], None]) -> None
     add("")
     add("| what | time | throughput |")
     add("|---|---|---|")
-    one_core = []
+    one_core, one_core_s = [], []
     for label, batch, size, expect in [
         (f"{n:,} texts", texts, total, expected),
         (f"{n:,} texts, listed in random order", shuffled, total, expected[order]),
@@ -328,7 +326,15 @@ def bench_keys(texts: list[str], cores: int, add: Callable[[str], None]) -> None
             add(f"| ours, {threads} thread(s), {label} | {dt * 1e3:.1f} ms | {size / dt / 1e9:.2f} GB/s |")
             if threads == 1:
                 one_core.append(size / dt / 1e9)
+                one_core_s.append(dt)
     add(f"| python-xxhash loop, {n:,} texts | {xx_t * 1e3:.1f} ms | {total / xx_t / 1e9:.2f} GB/s |")
+    heads.append(
+        (
+            f"exact keys (XXH3-64), {n:,} texts, one thread",
+            f"{one_core[0]:.2f} GB/s ({one_core_s[0] * 1e3:.1f} ms)",
+            f"python-xxhash loop, {total / xx_t / 1e9:.2f} GB/s ({xx_t * 1e3:.1f} ms)",
+        )
+    )
     add(f"| hashlib.blake2b(8) loop, {n:,} texts | {blake_t * 1e3:.1f} ms | {total / blake_t / 1e9:.2f} GB/s |")
     add("")
     add(
@@ -353,6 +359,7 @@ def bench_minhash(
     text_of_row: np.ndarray,
     cores: int,
     add: Callable[[str], None],
+    heads: list[tuple[str, str, str]],
 ) -> np.ndarray:
     """Times and checks MinHash; returns datasketch's affine32 signatures of the distinct texts (for grouping)."""
     import datasketch
@@ -385,7 +392,7 @@ def bench_minhash(
         "speed-up, 1 thread: vs per text / vs bulk | full batch, 1 / all |"
     )
     add("|---|---|---|---|---|---|---|")
-    speedups, bulk_speedups = [], []
+    speedups, bulk_speedups, cells = [], [], []
     grouping_signatures = np.empty(0)
     for scheme in ("affine32", "legacy"):
         ref_t, expected = best(partial(reference, scheme))
@@ -407,6 +414,7 @@ def bench_minhash(
             grouping_signatures = full_expected
         speedups.append(ref_t / len(subset) / per_text[0])
         bulk_speedups.append(bulk_t / len(subset) / per_text[0])
+        cells.append((ref_t / len(subset) * 1e6, bulk_t / len(subset) * 1e6, per_text[0] * 1e6))
         add(
             f"| {scheme} | {ref_t / len(subset) * 1e6:.1f} µs/text | {bulk_t / len(subset) * 1e6:.1f} µs/text | "
             f"{per_text[0] * 1e6:.2f} µs/text | {per_text[1] * 1e6:.2f} µs/text | "
@@ -417,6 +425,14 @@ def bench_minhash(
         f"Target >= 50x datasketch, stated against its per-text form (default scheme, affine32): "
         f"{verdict(speedups[0] >= 50)} ({speedups[0]:.0f}x; legacy {speedups[1]:.0f}x). Against datasketch's "
         f"batch path `MinHash.bulk` the speed-up is {bulk_speedups[0]:.0f}x (legacy {bulk_speedups[1]:.0f}x)."
+    )
+    per_text_us, bulk_us, ours_us = cells[0]  # affine32, the default scheme
+    heads.append(
+        (
+            f"MinHash signatures, {NUM_PERM} permutations (affine32), one thread",
+            f"{ours_us:.2f} µs/text, {speedups[0]:.0f}x faster ({bulk_speedups[0]:.0f}x vs MinHash.bulk)",
+            f"datasketch {ds} per text, {per_text_us:.1f} µs/text (MinHash.bulk {bulk_us:.1f} µs/text)",
+        )
     )
     add("")
     add(
@@ -436,6 +452,7 @@ def bench_simhash(
     text_of_row: np.ndarray,
     cores: int,
     add: Callable[[str], None],
+    heads: list[tuple[str, str, str]],
 ) -> np.ndarray:
     """Times and checks SimHash; returns the simhash package's fingerprints of the distinct texts (for grouping)."""
     import simhash as simhash_pkg
@@ -468,6 +485,13 @@ def bench_simhash(
     add("")
     speedup = ref_t / len(subset) / per_text[0]
     add(f"Target >= 100x the simhash package: {verdict(speedup >= 100)} ({speedup:.0f}x).")
+    heads.append(
+        (
+            "SimHash fingerprints, one thread",
+            f"{per_text[0] * 1e6:.2f} µs/text, {speedup:.0f}x faster",
+            f"the simhash package {version('simhash')}, {ref_t / len(subset) * 1e6:.0f} µs/text",
+        )
+    )
     add("")
     add(
         f"Checked: every fingerprint of every timed call of ours equals the simhash package's `Simhash(text).value`: "
@@ -486,6 +510,7 @@ def bench_grouping(
     fingerprints: np.ndarray,
     cores: int,
     add: Callable[[str], None],
+    heads: list[tuple[str, str, str]],
 ) -> None:
     tasks = len(np.unique(groups))
     note("the independent grouping (all pairs of distinct texts within each task group)")
@@ -546,19 +571,28 @@ def bench_grouping(
             reps.append(t)
     dt = time.perf_counter() - start
     whole = dt * tasks
+    estimate = f"{whole / 60:.0f} min" if whole >= 60 else f"{whole:.0f} s"
     installed = "is not installed here" if importlib.util.find_spec("gigpo") is None else "is not timed here"
     add(
         f"For scale: difflib grouping in the style of the public reference (greedy first-fit, "
         f"`SequenceMatcher.ratio() >= 0.9` against each cluster's first member; written here, not verl-agent's code, "
         f"which {installed}) took {dt:.1f} s for one task group ({len(one_group)} rows); all {tasks} task groups "
-        f"would take about {f'{whole / 60:.0f} min' if whole >= 60 else f'{whole:.0f} s'} at that rate (linear "
+        f"would take about {estimate} at that rate (linear "
         f"extrapolation, within task groups only; the reference reports ~2 h for 204,800 rows of 1,000-character "
         f"text). It is not checked against ours: it is another grouping (difflib's ratio, order-dependent), shown "
         f"for its time only."
     )
+    heads.append(
+        (
+            f"approximate anchor grouping (MinHash, SimHash) of {len(texts):,} texts, one thread",
+            f"{slowest:.2f} s at most",
+            f"difflib grouping in the reference's style, about {estimate} (extrapolated from one task group)",
+        )
+    )
 
 
-def run(tasks: int, subset_size: int) -> str:
+def run(tasks: int, subset_size: int) -> tuple[str, list[Headline]]:
+    """The section's body and its headlines."""
     cores = os.cpu_count() or 1
     load = os.getloadavg()
     texts, groups = alfworld_batch(tasks)
@@ -567,10 +601,12 @@ def run(tasks: int, subset_size: int) -> str:
     rng = np.random.default_rng(0)
     subset = [texts[i] for i in rng.choice(n, size=min(subset_size, n), replace=False)]
     distinct, text_of_row = distinct_texts(texts)
+    now = datetime.now(timezone.utc)
     lines: list[str] = []
+    heads: list[tuple[str, str, str]] = []
     add = lines.append
     add(
-        f"Machine: {machine()}. Date: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC. Load average at start: "
+        f"Machine: {machine()}. Date: {now:%Y-%m-%d %H:%M} UTC. Load average at start: "
         f"{load[0]:.2f} (a shared machine: other jobs may have run alongside)."
     )
     add("")
@@ -586,39 +622,34 @@ def run(tasks: int, subset_size: int) -> str:
     )
     add("")
     note(f"{n:,} texts, {len(distinct):,} distinct; exact keys")
-    bench_keys(texts, cores, add)
+    bench_keys(texts, cores, add, heads)
     note("MinHash")
-    signatures = bench_minhash(texts, subset, distinct, text_of_row, cores, add)
+    signatures = bench_minhash(texts, subset, distinct, text_of_row, cores, add, heads)
     note("SimHash")
-    fingerprints = bench_simhash(texts, subset, distinct, text_of_row, cores, add)
+    fingerprints = bench_simhash(texts, subset, distinct, text_of_row, cores, add, heads)
     note("grouping")
-    bench_grouping(texts, groups, text_of_row, signatures, fingerprints, cores, add)
-    return "\n".join(lines)
+    bench_grouping(texts, groups, text_of_row, signatures, fingerprints, cores, add, heads)
+    where = f"{cpu_model()}, {cores} cores"
+    return "\n".join(lines), [(what, figure, baseline, where, f"{now:%Y-%m-%d}") for what, figure, baseline in heads]
 
 
-def write_section(body: str, command: str, heading: str = SECTION) -> None:
-    """Replaces the ``heading`` section of RESULTS.md (up to the next ``## ``), or appends it when absent."""
-    text = RESULTS.read_text()
-    section = f"{heading}\n\nCommand: `{command}`\n\n{body}\n\n"
-    if heading not in text:
-        RESULTS.write_text(text.rstrip() + "\n\n" + section)
-        return
-    start = text.index(heading)
-    nxt = re.search(r"^## ", text[start + len(heading) :], flags=re.M)
-    end = start + len(heading) + nxt.start() if nxt else len(text)
-    RESULTS.write_text(text[:start] + section + text[end:])
+def command_line(script: str) -> str:
+    """The body's first line: the command that wrote it, as run."""
+    return "Command: `" + " ".join([f".venv/bin/python benchmarks/{script}", *sys.argv[1:]]) + "`"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--write", action="store_true", help="replace the issue 3 section of benchmarks/RESULTS.md")
+    parser.add_argument(
+        "--write", action="store_true", help='replace the "State keys" section of benchmarks/RESULTS.md'
+    )
     parser.add_argument("--tasks", type=int, default=512, help="task groups of 8 x 50 observations (default 512)")
     parser.add_argument("--subset", type=int, default=2000, help="texts the slow baselines time (default 2000)")
     args = parser.parse_args()
-    body = run(args.tasks, args.subset)
+    body, headlines = run(args.tasks, args.subset)
     print(body)
     if args.write:
-        write_section(body, " ".join([".venv/bin/python benchmarks/bench_hashing.py", *sys.argv[1:]]))
+        write_section(SECTION, f"{command_line('bench_hashing.py')}\n\n{body}", headlines=headlines)
 
 
 if __name__ == "__main__":

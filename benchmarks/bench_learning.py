@@ -6,7 +6,7 @@ greedy score of the final checkpoint and the wall time of the training iteration
 
     python benchmarks/bench_learning.py [--estimators grpo gigpo gagpo] [--write] [key=value ...]
 
-``--write`` replaces the "## Learning on a fixed map (issue 36)" section of RESULTS.md.
+``--write`` replaces the "## Learning on a fixed map" section of RESULTS.md.
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ import time
 from pathlib import Path
 
 from machine import cpu_model  # benchmarks/ is the script's folder, on sys.path
-from results import write_section
+from results import Headline, write_section  # benchmarks/results.py
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = REPO / "train/configs/fixed-task.yaml"
-SECTION = "## Learning on a fixed map (issue 36)"
+SECTION = "## Learning on a fixed map"
 
 
 def _pyagentrl(*args: str) -> str:
@@ -58,6 +58,7 @@ def run(estimator: str, out: Path, overrides: list[str]) -> dict:
         "episodes": sum(r["episodes"] for r in rows),
         "train_success": [r["success_rate"] for r in rows],
         "wall": wall,
+        "baselines": record.get("baselines"),  # the random mover and the blind sequence, when the run scored them
     }
 
 
@@ -84,6 +85,31 @@ def table(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def headlines(results: list[dict], machine: str, date: str) -> list[Headline]:
+    """The summary's lines: each estimator's trained score against the untrained policy's and, when the run scored
+    them, a random mover's and the best blind sequence's, with the figures of the table."""
+    out = []
+    for r in results:
+        against = [f"untrained {_score(r['untrained'])} at T=1"]
+        baselines = r["baselines"] or {}
+        if "random_mover" in baselines:
+            mover = baselines["random_mover"]
+            against.append(f"random mover {mover['successes']:g}/{mover['tasks']}")
+        blind = baselines.get("blind_sequence", {})
+        if "successes" in blind:
+            against.append(f"blind route {_score(blind)}")
+        out.append(
+            (
+                f"held-out success on one pinned FrozenLake map, {r['estimator']} trained {r['iterations']} iterations",
+                f"{_score(r['trained'])} at T=1, {_score(r['greedy'])} greedy",
+                "; ".join(against),
+                machine,
+                date,
+            )
+        )
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--estimators", nargs="+", default=["grpo", "gigpo", "gagpo"])
@@ -96,9 +122,10 @@ def main() -> None:
     print(text)
     if args.write:
         command = "python benchmarks/bench_learning.py --write" + "".join(f" {o}" for o in args.overrides)
+        machine, date = f"{cpu_model()}, 2 cores", datetime.date.today()
         write_section(
             SECTION,
-            f"Command: `{command}`  \nMachine: {cpu_model()}, 2 cores, no GPU. Date: {datetime.date.today()}.\n\n"
+            f"Command: `{command}`  \nMachine: {machine}, no GPU. Date: {date}.\n\n"
             "`pyagentrl train train/configs/fixed-task.yaml` once per estimator: FrozenLake 4x4 with one map pinned "
             "for every task (`map_seed: 12`, random start and goal), the embedded SmolLM2-135M-Instruct, vLLM engine "
             "in bf16, full fine-tuning, conversation prompting with compact later turns, one row per episode. Held-out "
@@ -109,6 +136,7 @@ def main() -> None:
             f"{text}\n\nOne run (seed 0) per estimator: this shows that each of them raises the reward of the policy "
             "it trains, on the task it trains on, not which is faster; the policy learned one map, not to read maps "
             "(docs/learning.md; docs/study/estimators has the random-map runs against honest baselines).",
+            headlines=headlines(results, machine, date.isoformat()),
         )
 
 

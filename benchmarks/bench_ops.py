@@ -53,6 +53,7 @@ from typing import Any
 import numpy as np
 import torch
 from machine import cpu_model  # benchmarks/machine.py (the script's folder is on sys.path)
+from results import Headline, write_section  # benchmarks/results.py
 
 from pyagentrl import ops
 from pyagentrl.adapters import verl as verl_adapter
@@ -67,8 +68,7 @@ ROLLOUTS, STEPS, TOKENS, SHARED = 8, 50, 64, 0.4
 GAMMA, LAM = 0.95, 0.95
 # Outputs are float32 of magnitude up to a few units: 1e-5 is a few tens of float32 ulps.
 RTOL = ATOL = 1e-5
-RESULTS = Path(__file__).with_name("RESULTS.md")
-SECTION = "## Advantage ops (issue 2)"
+SECTION = "## Advantage ops"
 # The computations, in table order: (key, label). Each has a pyagentrl workload and a loop.
 COMPUTATIONS = [
     ("returns", "discounted returns"),
@@ -392,26 +392,48 @@ def main() -> None:
 
     largest = max(args.tasks)
     memory = {op: measure_memory(op, largest) for op in ("returns_gigpo", "gagpo", "verl_gigpo")}
-    report = render(rows, memory, largest, args.loop_discount_max_tasks, " ".join(sys.argv[1:]))
-    print(report)
+    machine, date = f"{cpu_model()}, {os.cpu_count()} cores (one thread used)", datetime.date.today().isoformat()
+    report = render(rows, memory, largest, args.loop_discount_max_tasks, " ".join(sys.argv[1:]), machine, date)
+    print(f"{SECTION}\n\n{report}")
     if args.write:
-        write_section(report)
+        write_section(SECTION, report, headlines=headlines(rows, largest, machine, date))
+
+
+def duration(s: float) -> str:
+    return f"{s * 1e3:.2f} ms" if s < 1e-3 else f"{s * 1e3:.1f} ms" if s < 1 else f"{s:.2f} s"
+
+
+def headlines(rows: list[dict[str, Any]], largest: int, machine: str, date: str) -> list[Headline]:
+    """The summary's lines: each advantage at the largest size against its loop, with the figures of the table."""
+    big = next(r for r in rows if r["tasks"] == largest)
+    return [
+        (
+            f"{label}, {largest} tasks ({big['rows']:,} rows)",
+            f"{duration(big[key])}, {big[f'loop_{key}'] / big[key]:,.0f}× faster",
+            f"per-row Python loop in verl-agent's style, {duration(big[f'loop_{key}'])}",
+            machine,
+            date,
+        )
+        for key, label in COMPUTATIONS
+        if key != "returns" and f"loop_{key}" in big
+    ]
 
 
 def render(
-    rows: list[dict[str, Any]], memory: dict[str, dict[str, float]], largest: int, loop_returns_max: int, argv: str
+    rows: list[dict[str, Any]],
+    memory: dict[str, dict[str, float]],
+    largest: int,
+    loop_returns_max: int,
+    argv: str,
+    machine: str,
+    date: str,
 ) -> str:
-    def duration(s: float) -> str:
-        return f"{s * 1e3:.2f} ms" if s < 1e-3 else f"{s * 1e3:.1f} ms" if s < 1 else f"{s:.2f} s"
-
+    """The section's body (below its heading)."""
     shared = ", ".join(f"{r['shared']:.0%} ({r['tasks']} tasks)" for r in rows)
     lines = [
-        SECTION,
-        "",
         f"Command: `OMP_NUM_THREADS=1 python benchmarks/bench_ops.py {argv}`  ",
-        f"Machine: {cpu_model()}, {os.cpu_count()} cores (one thread used), torch {torch.__version__}, "
-        f"Python {platform.python_version()}  ",
-        f"Date: {datetime.date.today().isoformat()}",
+        f"Machine: {machine}, torch {torch.__version__}, Python {platform.python_version()}  ",
+        f"Date: {date}",
         "",
         "Batch: tasks × 8 rollouts × 50 steps, rows shuffled, 64 response tokens per row; rows in anchor groups "
         f"of ≥ 2: {shared}. Times are medians (pyagentrl: of the repeats after a warm-up call; loops: one call).",
@@ -497,13 +519,6 @@ def render(
         + "; ".join(f"{t}: {'met' if ok else 'MISSED'}" for t, ok in targets),
     ]
     return "\n".join(lines) + "\n"
-
-
-def write_section(report: str) -> None:
-    text = RESULTS.read_text()
-    start = text.index(SECTION)
-    end = text.find("\n## ", start + len(SECTION))
-    RESULTS.write_text(text[:start] + report + ("\n" + text[end + 1 :] if end != -1 else ""))
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ in-memory weight update of the whole model.
 
     python benchmarks/bench_rollout.py [--groups 16] [--group-size 8] [--max-steps 3] [--max-new-tokens 48] [--write]
 
-``--write`` adds or replaces the "## Rollouts (issue 9)" section of benchmarks/RESULTS.md. Each engine first runs
+``--write`` adds or replaces the "## Rollouts" section of benchmarks/RESULTS.md. Each engine first runs
 one small untimed rollout (warm-up), then one timed rollout from the same task seeds and sampling seed. Engines run one
 after the other, each closed before the next is built.
 """
@@ -15,21 +15,20 @@ import argparse
 import datetime
 import os
 import platform
-import re
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import torch
 from machine import cpu_model  # benchmarks/machine.py (the script's folder is on sys.path)
+from results import Headline, write_section  # benchmarks/results.py
 
 from pyagentrl.envs import EnvBatch, env_factory, prompt_family
 from pyagentrl.hashing import StateKeyer
 from pyagentrl.rollout import RolloutConfig, SamplingConfig, collect, make_engine
 from pyagentrl.rollout.models import embedded_model_path
 
-SECTION = "## Rollouts (issue 9)"
+SECTION = "## Rollouts"
 
 
 def measure(spec: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -107,13 +106,11 @@ def main() -> None:
     print("\n".join(lines))
     if args.write:
         argv = " ".join(sys.argv[1:])
+        machine, date = f"{cpu_model()}, {os.cpu_count()} cores", datetime.date.today().isoformat()
         section = [
-            SECTION,
-            "",
             f"Command: `python benchmarks/bench_rollout.py {argv}`  ",
-            f"Machine: {cpu_model()}, {os.cpu_count()} cores, torch {torch.__version__}, Python "
-            f"{platform.python_version()}  ",
-            f"Date: {datetime.date.today().isoformat()}",
+            f"Machine: {machine}, torch {torch.__version__}, Python {platform.python_version()}  ",
+            f"Date: {date}",
             "",
             f"FrozenLake (seeded 4x4 maps, at most {args.max_steps} steps), {args.groups} task groups x "
             f"{args.group_size} rollouts, embedded SmolLM2-135M-Instruct (weights in the dtype shown), temperature "
@@ -125,16 +122,26 @@ def main() -> None:
             *lines,
             "",
         ]
-        path = Path(__file__).with_name("RESULTS.md")
-        text = path.read_text()
-        pattern = re.compile(re.escape(SECTION) + r"\n.*?(?=\n## |\Z)", re.S)
-        body = "\n".join(section)
-        text = (
-            pattern.sub(lambda _: body.rstrip("\n"), text)
-            if pattern.search(text)
-            else text.rstrip("\n") + "\n\n" + body
+        write_section(SECTION, "\n".join(section), headlines=headlines(rate, args, machine, date))
+
+
+def headlines(rate: dict[str, float], args: argparse.Namespace, machine: str, date: str) -> list[Headline]:
+    """The summary's line: the fastest vLLM engine's generated tokens/s against HF generate in float32, with the
+    figures of the table and the ratio line."""
+    hf = rate.get("hf (float32)")
+    vllm = [name for name in rate if name.startswith("vllm")]
+    if not hf or not vllm:
+        return []
+    top = max(vllm, key=lambda name: rate[name])
+    return [
+        (
+            f"generated tokens/s, {top} engine, FrozenLake rollout of {args.groups} x {args.group_size} episodes",
+            f"{rate[top]:.0f} tokens/s, {rate[top] / hf:.2f}x",
+            f"HF generate loop (float32), {hf:.0f} tokens/s",
+            machine,
+            date,
         )
-        path.write_text(text)
+    ]
 
 
 if __name__ == "__main__":

@@ -6,10 +6,10 @@ session, each as its own process, one after the other (no held-out scoring: `eva
 ``--compare learner`` (default): the learner's cost per episode of the shipped config against the path earlier
 versions took on the same task settings: window prompts (one row per step, each with its own prompt), two
 minibatches of micro-batches of 8 rows and a scoring pass over every row for the old log-probs, both at a learning
-rate too small to change the policy (equal episodes in expectation). Writes "## Learner cost per episode (issue 36)".
+rate too small to change the policy (equal episodes in expectation). Writes "## Learner cost per episode".
 
 ``--compare precision``: bf16 compute (the default on CPUs with AMX or AVX512-BF16) against fp32 compute. Writes
-"## Training (issue 10)".
+"## Training: seconds per phase".
 
 Means are over the iterations after the first (the first includes one-time warm-ups).
 """
@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from machine import cpu_model  # benchmarks/machine.py (the script's folder is on sys.path)
-from results import write_section
+from results import write_section  # benchmarks/results.py
 
 REPO = Path(__file__).resolve().parents[1]
 PHASES = ("rollout", "keys", "advantages", "old_logprobs", "update", "weight_sync")
@@ -120,12 +120,13 @@ def main() -> None:
     if not args.write:
         return
     command = f"python benchmarks/bench_train.py --compare {args.compare} --iterations {args.iterations} --write"
-    machine = f"{cpu_model()}, 2 cores, no GPU; {datetime.date.today().isoformat()}"
+    where, date = f"{cpu_model()}, 2 cores", datetime.date.today().isoformat()
+    machine = f"{where}, no GPU; {date}"
     if args.compare == "learner":
         before, after = results
         speedup = before["learner_per_episode"] / after["learner_per_episode"]
         write_section(
-            "## Learner cost per episode (issue 36)",
+            "## Learner cost per episode",
             f"Command: `{command}`  \nMachine: {machine}.\n\n`pyagentrl train train/configs/default.yaml` on its own "
             "task settings, twice: as shipped, and with the learner path of earlier versions (overrides "
             f"`{' '.join(WINDOW_STEP)}`): a window prompt per step row, two minibatches, a scoring pass over every "
@@ -134,14 +135,33 @@ def main() -> None:
             "log-probs + update; means over the iterations after the first. Learner tokens are the tokens forwarded "
             "per pass over the batch, per sampled token.\n\n"
             f"{text}\n\nLearner time per episode: {speedup:.1f}x less. Per iteration: {per_iteration}.",
+            headlines=[
+                (
+                    "learner time (old log-probs + update) per episode, train/configs/default.yaml",
+                    f"{after['learner_per_episode']:.2f} s, {speedup:.1f}x less",
+                    f"{before['label']}, {before['learner_per_episode']:.2f} s",
+                    where,
+                    date,
+                )
+            ],
         )
     else:
+        bf16, fp32 = results
         write_section(
-            "## Training (issue 10)",
+            "## Training: seconds per phase",
             f"Command: `{command}`  \nMachine: {machine}.\n\n`pyagentrl train train/configs/default.yaml` with bf16 "
             "compute and with fp32 compute, each its own process. Mean seconds per phase over the iterations after "
             "the first; 'whole command' includes start-up (model load, vLLM start, DeepSpeed init) and the final "
             f"checkpoint.\n\n{text}\n\nPer iteration: {per_iteration}.",
+            headlines=[
+                (
+                    f"training iteration of train/configs/default.yaml, {bf16['label']} compute",
+                    f"{bf16['iteration']:.1f} s",
+                    f"{fp32['label'].removesuffix(' (baseline)')} compute, {fp32['iteration']:.1f} s",
+                    where,
+                    date,
+                )
+            ],
         )
 
 
