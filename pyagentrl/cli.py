@@ -108,17 +108,18 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     try:
         if args.command == "train":
+            from pyagentrl.training.config import load_config, load_run_config
             from pyagentrl.training.trainer import train as run_training
 
             overrides = list(args.overrides)
             if args.resume is not None:
                 if args.config is not None:  # argparse took the first override for CONFIG
                     overrides.insert(0, args.config)
-                run_training(None, overrides, resume=args.resume)
+                run_training(load_run_config(args.resume, overrides), resume=args.resume)
             else:
                 if args.config is None:
                     train.error("give a CONFIG (e.g. train/configs/default.yaml) or --resume RUN_DIR")
-                run_training(args.config, overrides)
+                run_training(load_config(args.config, overrides))
         elif args.command == "eval":
             from pyagentrl.training.evaluate import evaluate_checkpoint
 
@@ -128,11 +129,14 @@ def main(argv: Sequence[str] | None = None) -> None:
 
             print(plot_run(args.run_dir))
         elif args.command == "study":
+            from pathlib import Path
+
             from pyagentrl.training.study import BrokenRecord, RunFailed, load_spec, run_study, write_report
 
-            spec = load_spec(args.spec, args.output, args.report)
+            spec = load_spec(args.spec, args.output)
+            report = args.report or Path("docs") / "study" / spec.name  # the CLI's default; the library has none
             try:
-                print(write_report(spec) if args.report_only else run_study(spec))
+                print(write_report(spec, report) if args.report_only else run_study(spec, report))
             except (RunFailed, BrokenRecord) as exc:
                 print(f"pyagentrl study: {exc}", file=sys.stderr)
                 raise SystemExit(1) from None

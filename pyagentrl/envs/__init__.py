@@ -18,14 +18,20 @@ The process backend spawns its workers, and each imports the caller's main modul
 under ``if __name__ == "__main__":`` (otherwise every worker dies at start, and `EnvBatch.reset` says so).
 
 Families (`make_env` names): ``frozenlake``, ``sokoban``, ``textworld``, ``twx``, ``alfworld`` (real data under
-``$ALFWORLD_DATA``) and ``alfworld_gen`` (tasks generated offline).
+``$ALFWORLD_DATA``) and ``alfworld_gen`` (tasks generated offline). A new family is one decorated definition::
+
+    @register_env("maze", intro="You are an expert agent in a maze. Symbols: # wall, _ floor, P you, G goal.")
+    class MazeEnv(TextEnv):
+        ...  # _reset(task) and _step(action), each returning a StepResult
+
+after which ``env_factory("maze", size=5)`` and ``prompt_family("maze")`` work like the built-in names.
 """
 
 from pyagentrl.envs.base import StepResult, Task, TextEnv
 from pyagentrl.envs.batch import EnvBatch
 from pyagentrl.envs.parsing import ActionParser
 from pyagentrl.envs.prompts import PromptBuilder, apply_chat_template, build_messages, render_prompt
-from pyagentrl.envs.registry import ENVS, env_factory, make_env, prompt_family
+from pyagentrl.envs.registry import ENVS, env_factory, make_env, prompt_family, register_env
 
 __all__ = [
     "ENVS",
@@ -40,5 +46,6 @@ __all__ = [
     "env_factory",
     "make_env",
     "prompt_family",
+    "register_env",
     "render_prompt",
 ]

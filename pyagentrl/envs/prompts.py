@@ -19,22 +19,9 @@ from pyagentrl.envs.parsing import ActionParser
 
 _EXTRACT = ActionParser()
 
-#: Opening line per environment family: what the agent is and, for grid games, how to read the grid.
-INTRO = {
-    "alfworld": "You are an expert agent operating in the ALFRED embodied household environment.",
-    "textworld": "You are an expert player of a text adventure game.",
-    "twx": "You are an expert agent operating in a TextWorldExpress text environment.",
-    "sokoban": (
-        "You are an expert agent playing Sokoban.\n"
-        "Symbols: # wall, _ floor, O target, X box, √ box on target, P you, S you on a target.\n"
-        "Goal: push every box (X) onto a target (O). You can push boxes but never pull them, and a box pushed "
-        "into a corner can no longer be moved."
-    ),
-    "frozenlake": (
-        "You are an expert agent crossing a frozen lake.\n"
-        "Symbols: _ ice, O hole, G goal, P you. Reach G without stepping into a hole."
-    ),
-}
+#: Opening line per prompt family: what the agent is and, for grid games, how to read the observation. Filled by
+#: `add_prompt_family`, which `pyagentrl.envs.register_env` calls (the built-in families: `pyagentrl.envs.registry`).
+INTRO: dict[str, str] = {}
 FORMAT = (
     "Now it's your turn to take an action. First reason step by step about the current situation; this "
     "reasoning MUST be enclosed within <think> </think> tags. Then choose one admissible action for the "
@@ -48,6 +35,21 @@ DIRECT_FORMAT = (
 )
 #: answer_format -> the closing instruction of every prompt.
 ANSWER_FORMATS = {"reason": FORMAT, "direct": DIRECT_FORMAT}
+
+
+def add_prompt_family(family: str, intro: str, *, replace: bool = False) -> None:
+    """Adds prompt family `family`, whose prompts open with `intro` (an environment adds its own with
+    ``@register_env(name, intro=...)``).
+
+    Raises ValueError when `family` is registered already with another intro, unless `replace`.
+    """
+    if not isinstance(family, str) or not family:
+        raise ValueError(f"a prompt family is a non-empty string, got {family!r}")
+    if not isinstance(intro, str) or not intro.strip():
+        raise ValueError(f"prompt family {family!r}: intro must be a non-empty string, got {intro!r}")
+    if not replace and INTRO.get(family, intro) != intro:
+        raise ValueError(f"prompt family {family!r} is already registered with another intro")
+    INTRO[family] = intro
 
 
 def render_prompt(

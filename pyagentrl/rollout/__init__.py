@@ -6,8 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from pyagentrl.rollout.batch import Rollout, TokenBatch, merge_rollouts
+from pyagentrl.rollout.config import RolloutConfig
 from pyagentrl.rollout.engine import Generation, RolloutEngine, SamplingConfig
-from pyagentrl.rollout.loop import Rollout, RolloutConfig, TokenBatch, collect, merge_rollouts
+from pyagentrl.rollout.loop import collect
 
 ENGINES = ("vllm", "hf")
 

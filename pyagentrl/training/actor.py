@@ -20,14 +20,14 @@ from typing import Any
 import torch
 
 from pyagentrl.rollout.engine import log_softmax_and_entropy, warp_logits
-from pyagentrl.training.config import LoraConfig
+from pyagentrl.training.config import LoraSection
 
 
 class UnsupportedModel(ValueError):
     """A model the learner cannot compute log-probs for as the rollout engine samples them."""
 
 
-def load_policy(path: Path, lora: LoraConfig, gradient_checkpointing: bool = False) -> Any:
+def load_policy(path: Path, lora: LoraSection, gradient_checkpointing: bool = False) -> Any:
     """The model at ``path`` in float32 (DeepSpeed casts it when bf16 is on), trainable as ``lora`` says."""
     from transformers import AutoModelForCausalLM
 

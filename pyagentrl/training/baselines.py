@@ -30,7 +30,8 @@ from pyagentrl.envs import EnvBatch, Task, env_factory
 from pyagentrl.envs.open_loop import best_open_loop
 from pyagentrl.rollout import RolloutEngine, make_engine
 from pyagentrl.training.config import TrainConfig
-from pyagentrl.training.evaluate import held_out_seeds, score_policy
+from pyagentrl.training.evaluate import score_policy
+from pyagentrl.training.seeding import held_out_seeds
 from pyagentrl.training.stats import wilson_interval
 
 SELECTION_TASKS = 200  # default selection seeds of the blind sequence: 0 .. 199

@@ -15,55 +15,136 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass, field, fields, is_dataclass
+from enum import StrEnum, auto
 from pathlib import Path
-from typing import Any
+from typing import Any, get_type_hints
 
 DEEPSPEED_DIR = "deepspeed"  # ZeRO configs: train/deepspeed/*.json, found next to the configs directory
 
 
+# Choice fields. OmegaConf refuses any other value in a YAML file or an override, naming the key and the choices;
+# `validate` refuses them in a config built in Python. The values are those of the settings each choice reaches
+# (the rollout's, the estimators', the keyer's): tests/training/test_config.py checks that they agree.
+class Backend(StrEnum):
+    thread = auto()
+    process = auto()
+    serial = auto()
+
+
+class Engine(StrEnum):
+    vllm = auto()
+    hf = auto()
+
+
+class Prompting(StrEnum):
+    window = auto()
+    conversation = auto()
+
+
+class TurnFormat(StrEnum):
+    full = auto()
+    compact = auto()
+
+
+class AnswerFormat(StrEnum):
+    reason = auto()
+    direct = auto()
+
+
+class AnchorMode(StrEnum):
+    exact = auto()
+    minhash = auto()
+    simhash = auto()
+    embedding = auto()
+
+
+class ScheduleKind(StrEnum):
+    constant = auto()
+    linear = auto()
+    cosine = auto()
+
+
+class Norm(StrEnum):
+    mean_std_norm = auto()
+    mean_norm = auto()
+    none = auto()
+
+
+class Singleton(StrEnum):
+    zero = auto()
+    raw = auto()
+
+
+class NormOver(StrEnum):
+    rows = auto()
+    trajectories = auto()
+
+
+class EpisodeWeighting(StrEnum):
+    episode = auto()
+    rows = auto()
+    inverse_length = auto()
+
+
+class Combine(StrEnum):
+    sum = auto()
+    blend = auto()
+
+
+class KLEstimator(StrEnum):
+    k1 = auto()
+    k3 = auto()
+
+
+class Layout(StrEnum):
+    step = auto()
+    trajectory = auto()
+
+
 @dataclass
-class EnvConfig:
+class EnvSection:
     name: str = "frozenlake"  # a name of pyagentrl.envs.ENVS
     options: dict[str, Any] = field(default_factory=dict)  # keyword arguments of the environment
     num_groups: int = 4  # task groups per iteration, over all ranks
     group_size: int = 4  # rollouts per task (GiGPO's N)
-    backend: str = "thread"  # EnvBatch backend: thread, process or serial
-    workers: int | None = None
+    backend: Backend = Backend.thread  # EnvBatch's: threads, spawned worker processes, or one after another
+    workers: int | None = None  # threads or processes (default: EnvBatch's)
 
 
 @dataclass
-class RolloutSettings:
-    engine: str = "vllm"  # vllm or hf
+class RolloutSection:
+    engine: Engine = Engine.vllm  # vLLM in process, or HF generate
     engine_options: dict[str, Any] = field(default_factory=dict)  # e.g. dtype, kv_cache_gib, max_batch_size
-    prompting: str = "window"  # window (verl-agent's) or conversation
-    turn_format: str = "full"  # conversation's later turns: full (the whole prompt) or compact (observation, actions)
-    history_length: int = 2
-    invalid_action_penalty: float = 0.1
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_new_tokens: int = 64
-    stop: list[str] = field(default_factory=list)
-    system_prompt: str | None = None
-    answer_format: str = "reason"  # reason (<think> then <action>, verl-agent's) or direct (the action alone)
+    prompting: Prompting = Prompting.window  # window: a prompt per turn (verl-agent's); conversation: one growing chat
+    turn_format: TurnFormat = TurnFormat.full  # conversation's later turns: whole prompts, or compact ones
+    history_length: int = 2  # window prompting: the (observation, action) pairs each prompt repeats
+    invalid_action_penalty: float = 0.1  # subtracted from the step reward of a reply that names no valid action
+    temperature: float = 1.0  # sampling temperature (> 0 to train; the learner's log-probs follow it)
+    top_p: float = 1.0  # nucleus sampling (the learner's log-probs follow it too)
+    max_new_tokens: int = 64  # per reply
+    stop: list[str] = field(default_factory=list)  # strings that end a reply (kept in it)
+    system_prompt: str | None = None  # default: the environment family's own
+    answer_format: AnswerFormat = AnswerFormat.reason  # reason: <think> then <action> (verl-agent's); direct
     response_prefix: str = ""  # prefilled start of every reply, e.g. "<action>" (with stop ["</action>"])
 
 
 @dataclass
-class AnchorConfig:
-    mode: str = "exact"  # exact, minhash, simhash or embedding (pyagentrl.hashing.StateKeyer)
+class AnchorSection:
+    mode: AnchorMode = AnchorMode.exact  # how observations become anchor states (pyagentrl.hashing.StateKeyer)
     options: dict[str, Any] = field(default_factory=dict)  # other StateKeyer settings: threshold, k, model, ...
     time_aware: bool = False  # rows share an anchor only at the same step (rollout.RolloutConfig.time_aware_anchors)
 
 
 @dataclass
-class ScheduleConfig:
+class Schedule:
     """A value that moves from ``start`` to ``end`` over ``iterations`` iterations, then stays at ``end``."""
 
-    schedule: str = "constant"  # constant (always start), linear or cosine
-    start: float = 1.0
-    end: float = 1.0
-    iterations: int = 0
+    schedule: ScheduleKind = ScheduleKind.constant  # constant (always start), linear or cosine
+    start: float = 1.0  # the value at iteration 0
+    end: float = 1.0  # the value from iteration `iterations` on
+    iterations: int = 0  # the schedule's length
 
     def at(self, iteration: int) -> float:
         if self.schedule == "constant" or self.iterations <= 0:
@@ -75,75 +156,75 @@ class ScheduleConfig:
 
 
 @dataclass
-class AlgorithmConfig:
+class AlgorithmSection:
     estimator: str = "gigpo"  # a name of pyagentrl.ops.ADV_ESTIMATORS: grpo, gigpo, gagpo, or one you register
-    gamma: float = 0.95
-    lam: float = 0.95
-    norm: str = "mean_std_norm"
-    eps: float = 1e-6
-    unbiased: bool = True
-    episode_singleton: str = "zero"
-    norm_over: str = "rows"
-    step_weight: ScheduleConfig = field(default_factory=ScheduleConfig)  # GiGPO's ω, per iteration
+    gamma: float = 0.95  # discount of the step returns
+    lam: float = 0.95  # GAGPO's λ (GAE)
+    norm: Norm = Norm.mean_std_norm  # the group normalisation; none: GAGPO only
+    eps: float = 1e-6  # added to the std before dividing
+    unbiased: bool = True  # the std with n - 1
+    episode_singleton: Singleton = Singleton.zero  # a task group of one episode: zero, or its raw score (verl's)
+    norm_over: NormOver = NormOver.rows  # GAGPO's final normalisation: over step rows, or each trajectory equally
+    step_weight: Schedule = field(default_factory=Schedule)  # GiGPO's ω, per iteration
     dynamic_sampling: bool = False  # DAPO: drop task groups whose episode scores are all equal
     # How an episode's rows share its advantage A^E (grpo, gigpo; docs/algorithms.md (E1)-(E3)): episode (once per
     # episode, every row gets it), rows (statistics over the group's rows) or inverse_length (rows weighted n̄/n).
-    episode_weighting: str = "episode"
-    combine: str = "sum"  # gigpo: sum, A^E + ω·A^S (G8), or blend, α·A^E + (1 − α)·A^S (G10)
-    alpha: ScheduleConfig | None = None  # the blend's α per iteration (combine=blend only)
+    episode_weighting: EpisodeWeighting = EpisodeWeighting.episode
+    combine: Combine = Combine.sum  # gigpo: sum, A^E + ω·A^S (G8), or blend, α·A^E + (1 − α)·A^S (G10)
+    alpha: Schedule | None = None  # the blend's α per iteration (combine=blend only)
 
 
 @dataclass
-class LoraConfig:
+class LoraSection:
     rank: int = 0  # 0: full fine-tuning
-    alpha: float = 32.0
-    dropout: float = 0.0
-    target_modules: list[str] = field(
+    alpha: float = 32.0  # LoRA's scaling numerator (scale alpha / rank)
+    dropout: float = 0.0  # on the adapter's input
+    target_modules: list[str] = field(  # the linear layers that get an adapter
         default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
     )
 
 
 @dataclass
-class KLConfig:
+class KLSection:
     coef: float = 0.0  # 0: no reference model
-    estimator: str = "k3"  # k1 (log-ratio) or k3 (low-variance, always >= 0)
+    estimator: KLEstimator = KLEstimator.k3  # k1 (log-ratio) or k3 (low-variance, always >= 0, clamped)
 
 
 @dataclass
-class ActorConfig:
-    lr: float = 1e-6
+class ActorSection:
+    lr: float = 1e-6  # AdamW's peak learning rate
     # The learning rate over the run's optimizer steps: a linear warmup from 0 over `warmup_steps` steps, then
     # `lr_schedule` (constant, or linear or cosine decay to `min_lr_ratio` x lr at the run's last step).
     warmup_steps: int = 0
-    lr_schedule: str = "constant"
+    lr_schedule: ScheduleKind = ScheduleKind.constant
     min_lr_ratio: float = 0.0
-    weight_decay: float = 0.0
-    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
-    max_grad_norm: float = 1.0
-    ppo_epochs: int = 1
+    weight_decay: float = 0.0  # AdamW's (decoupled)
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])  # AdamW's
+    max_grad_norm: float = 1.0  # gradients clipped to this norm before each step
+    ppo_epochs: int = 1  # passes over each batch
     minibatches: int = 1  # optimizer steps per epoch (the batch's rows are shuffled and split)
     micro_batch_size: int = 8  # rows per forward pass on each rank (gradients accumulate over micro-batches)
     # Old log-probs: False takes the first minibatch's from its own forward (one epoch only) and scores only the
     # other rows apart; True scores every row in a pass of its own first (the way earlier versions did).
     score_every_row: bool = False
-    layout: str = "step"  # step (one row per step) or trajectory (conversation prompting: one row per episode)
+    layout: Layout = Layout.step  # step: one row per step; trajectory: one row per episode (conversation prompting)
     policy_loss: str = "per_action"  # a name of pyagentrl.ops.POLICY_LOSSES: per_action or token
-    clip_low: float = 0.2
-    clip_high: float | None = 0.28
-    loss_agg_mode: str = "token-mean"
-    kl: KLConfig = field(default_factory=KLConfig)
-    entropy_coef: float = 0.0
-    lora: LoraConfig = field(default_factory=LoraConfig)
+    clip_low: float = 0.2  # the ratio's clip range below 1
+    clip_high: float | None = 0.28  # above 1 (None: clip_low; DAPO's clip-higher when larger)
+    loss_agg_mode: str = "token-mean"  # verl's aggregation: token-mean, seq-mean-token-sum, seq-mean-token-mean, ...
+    kl: KLSection = field(default_factory=KLSection)  # a KL penalty to the initial model
+    entropy_coef: float = 0.0  # an entropy bonus (subtracted from the loss)
+    lora: LoraSection = field(default_factory=LoraSection)  # a LoRA adapter instead of full fine-tuning
     deepspeed: str = "zero2.json"  # a file of train/deepspeed/ or a path
     # bf16 compute: on GPUs DeepSpeed's bf16 mode, on CPUs torch.autocast (fp32 weights and optimizer, bf16
     # matmuls: the main job's iteration 1.6x faster on a CPU with AMX, benchmarks/RESULTS.md). auto: where the
-    # hardware has it.
+    # hardware has it; true or false.
     bf16: str = "auto"
-    gradient_checkpointing: bool = False
+    gradient_checkpointing: bool = False  # recompute activations in the backward pass (less memory, more time)
 
 
 @dataclass
-class EvalConfig:
+class EvalSection:
     """Scoring on held-out tasks inside `pyagentrl train`: the untrained policy before the first update and the
     trained policy after the last, on the same tasks, written to ``<run>/eval.json``."""
 
@@ -155,26 +236,26 @@ class EvalConfig:
 
 
 @dataclass
-class CheckpointConfig:
+class CheckpointSection:
     every: int = 0  # iterations between checkpoints (0: only at the end)
     keep: int = 2  # newest checkpoints kept (0: all)
 
 
 @dataclass
 class TrainConfig:
-    name: str = "run"
-    output_dir: str = "runs"
-    seed: int = 0
-    iterations: int = 3
+    name: str = "run"  # the run directory is <output_dir>/<name>-<time>
+    output_dir: str = "runs"  # where run directories are made
+    seed: int = 0  # every random choice of the run derives from it (pyagentrl.training.seeding)
+    iterations: int = 3  # rollout + update cycles
     model: str = "embedded"  # embedded, tiny or an HF model directory
     threads: int | None = None  # torch threads per rank (default: torch's)
-    env: EnvConfig = field(default_factory=EnvConfig)
-    rollout: RolloutSettings = field(default_factory=RolloutSettings)
-    anchors: AnchorConfig = field(default_factory=AnchorConfig)
-    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
-    actor: ActorConfig = field(default_factory=ActorConfig)
-    eval: EvalConfig = field(default_factory=EvalConfig)
-    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    env: EnvSection = field(default_factory=EnvSection)  # the environment and the batch of task groups
+    rollout: RolloutSection = field(default_factory=RolloutSection)  # the engine, prompting and sampling
+    anchors: AnchorSection = field(default_factory=AnchorSection)  # the state keys
+    algorithm: AlgorithmSection = field(default_factory=AlgorithmSection)  # the advantage estimator
+    actor: ActorSection = field(default_factory=ActorSection)  # the update: optimizer, loss, DeepSpeed, LoRA
+    eval: EvalSection = field(default_factory=EvalSection)  # held-out scores in the run
+    checkpoint: CheckpointSection = field(default_factory=CheckpointSection)  # when to save, how many to keep
 
 
 class ConfigError(ValueError):
@@ -207,18 +288,26 @@ def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
     except yaml.YAMLError as exc:
         raise ConfigError(f"{file} is not valid YAML: {' '.join(str(exc).split())}") from None
     except omegaconf.errors.OmegaConfBaseException as exc:
-        raise ConfigError(f"{file}: {_first_line(exc)} (key {_full_key(exc)})") from None
+        raise ConfigError(_schema_error(exc, f"in {file}")) from None
     for item in overrides:
         if "=" not in item:
             raise ConfigError(f"override {item!r} is not key=value")
         try:
             merged = _apply_override(omegaconf, merged, item)
         except omegaconf.errors.OmegaConfBaseException as exc:
-            raise ConfigError(f"override {item!r}: {_first_line(exc)} (key {_full_key(exc)})") from None
+            raise ConfigError(_schema_error(exc, f"override {item!r}")) from None
     config: TrainConfig = omegaconf.OmegaConf.to_object(merged)
     config.actor.bf16 = str(config.actor.bf16).lower()  # YAML reads `true` as a boolean; the field is a word
     config.actor.deepspeed = str(_find_deepspeed(config.actor.deepspeed, file.resolve().parent))
     return config
+
+
+def load_run_config(run_dir: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
+    """The config a run was made with (``<run_dir>/config.yaml``), then ``overrides``: what resuming it trains."""
+    path = Path(run_dir) / "config.yaml"
+    if not path.is_file():
+        raise FileNotFoundError(f"--resume {run_dir}: no config.yaml there (is it a run directory?)")
+    return load_config(path, overrides)
 
 
 def _apply_override(omegaconf: Any, merged: Any, item: str) -> Any:
@@ -236,12 +325,33 @@ def _apply_override(omegaconf: Any, merged: Any, item: str) -> Any:
     return conf.merge(merged, parsed)
 
 
-def _first_line(exc: Exception) -> str:
-    return str(exc).splitlines()[0]
+def _schema_error(exc: Exception, where: str) -> str:
+    """OmegaConf's error in one line that starts with the key, as `validate`'s do; a value a choice field does not
+    offer reads as `validate` words it."""
+    first = str(exc).splitlines()[0]
+    key = getattr(exc, "full_key", None)
+    if not key:
+        return f"{first} ({where})"
+    refused = re.match(r"Invalid value '(.*)', expected one of", first)
+    choice = _choice_at(key)
+    if refused and choice is not None:
+        return f"{_unknown_choice(key, refused.group(1), choice)} ({where})"
+    return f"{key}: {first} ({where})"
 
 
-def _full_key(exc: Any) -> str:
-    return str(getattr(exc, "full_key", None) or "?")
+def _choice_at(key: str) -> type[StrEnum] | None:
+    """The choice enum of the schema field at dotted ``key`` (None when it is not a choice field)."""
+    kind: Any = TrainConfig
+    for part in key.split("."):
+        hints = get_type_hints(kind) if isinstance(kind, type) and is_dataclass(kind) else {}
+        if part not in hints:
+            return None
+        kind = next((k for k in (hints[part], *getattr(hints[part], "__args__", ())) if isinstance(k, type)), None)
+    return kind if isinstance(kind, type) and issubclass(kind, StrEnum) else None
+
+
+def _unknown_choice(key: str, value: object, choice: type[StrEnum]) -> str:
+    return f"{key}: unknown {key.rsplit('.', 1)[-1]} {value!r}; expected one of {', '.join(choice)}"
 
 
 def _find_deepspeed(name: str, config_dir: Path) -> Path:
@@ -270,34 +380,24 @@ def optimizer_steps(config: TrainConfig) -> int:
 def validate(config: TrainConfig, world_size: int = 1) -> None:
     """Raises ConfigError naming the key of the first setting that cannot work, before any work is done."""
     from pyagentrl.envs import ENVS
-    from pyagentrl.hashing.keyer import MODES as ANCHOR_MODES
     from pyagentrl.ops import ADV_ESTIMATORS, LOSS_AGG_MODES, POLICY_LOSSES
-    from pyagentrl.rollout import ENGINES
 
     def need(ok: bool, key: str, message: str) -> None:
         if not ok:
             raise ConfigError(f"{key}: {message}")
 
+    _check_choices(config)  # a config built in Python has not met OmegaConf's check of the choice fields
     env, rollout, alg, actor = config.env, config.rollout, config.algorithm, config.actor
     need(config.iterations >= 1, "iterations", f"must be >= 1, got {config.iterations}")
     need(config.seed >= 0, "seed", f"must be >= 0, got {config.seed}")
     need(config.threads is None or config.threads >= 1, "threads", f"must be >= 1, got {config.threads}")
     need(env.name in ENVS, "env.name", f"unknown environment {env.name!r}; expected one of {sorted(ENVS)}")
-    need(env.backend in ("thread", "process", "serial"), "env.backend", f"unknown backend {env.backend!r}")
     need(env.num_groups >= 1, "env.num_groups", f"must be >= 1, got {env.num_groups}")
     need(env.group_size >= 1, "env.group_size", f"must be >= 1, got {env.group_size}")
     need(
         env.num_groups % world_size == 0,
         "env.num_groups",
         f"{env.num_groups} task groups do not divide over {world_size} ranks (task groups stay whole on one rank)",
-    )
-    need(rollout.engine in ENGINES, "rollout.engine", f"unknown engine {rollout.engine!r}; expected one of {ENGINES}")
-    need(rollout.prompting in ("window", "conversation"), "rollout.prompting", f"unknown {rollout.prompting!r}")
-    need(rollout.turn_format in ("full", "compact"), "rollout.turn_format", f"unknown {rollout.turn_format!r}")
-    need(
-        rollout.answer_format in ("reason", "direct"),
-        "rollout.answer_format",
-        f"expected reason or direct, got {rollout.answer_format!r}",
     )
     need(rollout.max_new_tokens >= 1, "rollout.max_new_tokens", f"must be >= 1, got {rollout.max_new_tokens}")
     need(
@@ -307,8 +407,6 @@ def validate(config: TrainConfig, world_size: int = 1) -> None:
         "importance ratio; evaluate greedily with eval.temperature=0 instead)",
     )
     need(0 < rollout.top_p <= 1, "rollout.top_p", f"must lie in (0, 1], got {rollout.top_p}")
-    modes = ANCHOR_MODES
-    need(config.anchors.mode in modes, "anchors.mode", f"unknown anchor mode {config.anchors.mode!r}; expected {modes}")
     need(
         alg.estimator in ADV_ESTIMATORS,
         "algorithm.estimator",
@@ -319,13 +417,10 @@ def validate(config: TrainConfig, world_size: int = 1) -> None:
         "env.group_size",
         f"{alg.estimator} compares the rollouts of a task group: group_size must be >= 2, got {env.group_size}",
     )
-    schedules = ("constant", "linear", "cosine")
     sw = alg.step_weight
-    need(sw.schedule in schedules, "algorithm.step_weight.schedule", f"unknown {sw.schedule!r}; expected {schedules}")
     need(sw.iterations >= 0, "algorithm.step_weight.iterations", f"must be >= 0, got {sw.iterations}")
     if alg.alpha is not None:  # the blend's α schedule: its values lie between start and end, each in [0, 1]
         al = alg.alpha
-        need(al.schedule in schedules, "algorithm.alpha.schedule", f"unknown {al.schedule!r}; expected {schedules}")
         need(
             0 <= al.iterations <= config.iterations,
             "algorithm.alpha.iterations",
@@ -335,11 +430,6 @@ def validate(config: TrainConfig, world_size: int = 1) -> None:
         need(0 <= al.start <= 1, "algorithm.alpha.start", f"must lie in [0, 1], got {al.start}")
         need(0 <= al.end <= 1, "algorithm.alpha.end", f"must lie in [0, 1], got {al.end}")
     need(actor.lr > 0, "actor.lr", f"must be > 0, got {actor.lr}")
-    need(
-        actor.lr_schedule in schedules,
-        "actor.lr_schedule",
-        f"unknown schedule {actor.lr_schedule!r}; expected {schedules}",
-    )
     need(0 <= actor.min_lr_ratio <= 1, "actor.min_lr_ratio", f"must lie in [0, 1], got {actor.min_lr_ratio}")
     steps = optimizer_steps(config)
     need(
@@ -359,7 +449,6 @@ def validate(config: TrainConfig, world_size: int = 1) -> None:
     )
     need(actor.max_grad_norm > 0, "actor.max_grad_norm", f"must be > 0, got {actor.max_grad_norm}")
     need(len(actor.betas) == 2, "actor.betas", f"must hold two numbers, got {actor.betas}")
-    need(actor.layout in ("step", "trajectory"), "actor.layout", f"unknown layout {actor.layout!r}")
     need(
         actor.layout == "step" or rollout.prompting == "conversation",
         "actor.layout",
@@ -377,7 +466,6 @@ def validate(config: TrainConfig, world_size: int = 1) -> None:
         f"expected one of {trainable_modes} (seq-mean-token-sum-norm divides by a padded width that changes "
         f"with each micro-batch), got {actor.loss_agg_mode!r}",
     )
-    need(actor.kl.estimator in ("k1", "k3"), "actor.kl.estimator", f"expected k1 or k3, got {actor.kl.estimator!r}")
     need(actor.kl.coef >= 0, "actor.kl.coef", f"must be >= 0, got {actor.kl.coef}")
     need(actor.lora.rank >= 0, "actor.lora.rank", f"must be >= 0, got {actor.lora.rank}")
     need(actor.bf16 in ("auto", "true", "false"), "actor.bf16", f"expected auto, true or false, got {actor.bf16!r}")
@@ -399,27 +487,18 @@ def validate(config: TrainConfig, world_size: int = 1) -> None:
         raise ConfigError(f"model: {exc}") from None
     # The settings the library's own constructors check; their messages start with the field's name.
     from pyagentrl.hashing import StateKeyer
-    from pyagentrl.ops import AdvantageConfig, LossConfig
+    from pyagentrl.ops import LossConfig
 
     try:
         StateKeyer(mode=config.anchors.mode, **config.anchors.options)  # type: ignore[arg-type]
     except (TypeError, ValueError, ImportError, FileNotFoundError) as exc:  # the last two: embedding's model
         raise ConfigError(f"anchors.options: {exc}") from None
     try:
-        advantage = AdvantageConfig(
-            gamma=alg.gamma,
-            lam=alg.lam,
-            norm=alg.norm,  # type: ignore[arg-type]
-            eps=alg.eps,
-            unbiased=alg.unbiased,
-            episode_singleton=alg.episode_singleton,  # type: ignore[arg-type]
-            norm_over=alg.norm_over,  # type: ignore[arg-type]
-            # ω's first value other than 1 over the run, if any: combine=blend refuses it
-            step_weight=next((w for w in map(sw.at, range(config.iterations)) if w != 1.0), 1.0),
-            episode_weighting=alg.episode_weighting,  # type: ignore[arg-type]
-            combine=alg.combine,  # type: ignore[arg-type]
-            alpha=None if alg.alpha is None else alg.alpha.start,
-        )
+        from pyagentrl.training.settings import advantage_config
+
+        # The first iteration whose ω is not 1, if any: combine=blend refuses such an ω.
+        first = next((i for i in range(config.iterations) if sw.at(i) != 1.0), 0)
+        advantage = advantage_config(config, first)
         # The estimator itself refuses what it has no use for (e.g. gagpo and episode_weighting): try it on a tiny
         # batch, so that such a config stops here rather than at the first iteration's advantages.
         from pyagentrl.synthetic import make_step_batch
@@ -442,3 +521,17 @@ def validate(config: TrainConfig, world_size: int = 1) -> None:
         f"ZeRO stage {stage} in {actor.deepspeed}: the trainer supports stages 0-2 (stage 3 partitions the "
         "weights, which the weight sync and the hand-set accumulation boundary do not handle yet)",
     )
+
+
+def _check_choices(section: Any, prefix: str = "") -> None:
+    """Raises ConfigError for a choice field (a StrEnum) of ``section`` or its subsections that holds another value."""
+    hints = get_type_hints(type(section))
+    for f in fields(section):
+        value, key = getattr(section, f.name), prefix + f.name
+        if is_dataclass(value):
+            _check_choices(value, key + ".")
+            continue
+        kinds = [h for h in (hints[f.name], *getattr(hints[f.name], "__args__", ())) if isinstance(h, type)]
+        choice = next((k for k in kinds if issubclass(k, StrEnum)), None)
+        if choice is not None and value is not None and value not in set(choice):
+            raise ConfigError(_unknown_choice(key, value, choice))

@@ -1,6 +1,6 @@
-"""``pyagentrl eval CHECKPOINT``: the success rate of a checkpoint's policy on held-out tasks (seeds from
-``EVAL_SEED_BASE`` on, which training never draws), one episode per task, with a Wilson 95 % interval and each
-task's outcome.
+"""Scoring on held-out tasks: ``pyagentrl eval CHECKPOINT``, the trainer's own scores of the untrained and the trained
+policy, and the lines that report them. The success rate on held-out tasks (seeds from ``EVAL_SEED_BASE`` on, which
+training never draws), one episode per task, with a Wilson 95 % interval and each task's outcome.
 
 `score_policy` scores whatever weights an engine holds, so that a checkpoint (here), the base model
 (`pyagentrl.training.baselines`) and the trainer's own in-process engine at the start and at the end of a run are
@@ -19,19 +19,9 @@ from pyagentrl.hashing import StateKeyer
 from pyagentrl.rollout import RolloutEngine, collect, make_engine
 from pyagentrl.rollout.models import resolve_model
 from pyagentrl.training.config import TrainConfig, load_config
+from pyagentrl.training.seeding import held_out_seeds
+from pyagentrl.training.settings import rollout_config
 from pyagentrl.training.stats import wilson_interval
-
-# The trainer calls score_policy, so this module takes nothing from pyagentrl.training.trainer at import time (an
-# import cycle); EVAL_SEED_BASE and rollout_config are imported where they are used.
-
-
-def held_out_seeds(tasks: int) -> list[int]:
-    """The task seeds of ``tasks`` held-out tasks: ``EVAL_SEED_BASE + k``, which training never draws."""
-    from pyagentrl.training.trainer import EVAL_SEED_BASE
-
-    if tasks < 1:
-        raise ValueError(f"tasks must be >= 1, got {tasks}")
-    return [EVAL_SEED_BASE + k for k in range(tasks)]
 
 
 def score_policy(
@@ -44,8 +34,6 @@ def score_policy(
     Returns ``tasks``, ``successes``, ``success_rate``, ``ci95`` (Wilson), ``won`` (each task's outcome, in task-seed
     order, so that policies scored on the same tasks pair up) and ``temperature``.
     """
-    from pyagentrl.training.trainer import rollout_config
-
     seeds = held_out_seeds(tasks)
     settings = rollout_config(config, sampling_seed=config.seed)
     if temperature is not None:
@@ -111,3 +99,75 @@ def evaluate_checkpoint(
         f"temperature {score['temperature']}, engine {name})"
     )
     return result
+
+
+def describe_tasks(config: TrainConfig) -> str:
+    """What the held-out tasks of ``config`` test, in words: one pinned map measures learning that map only."""
+    pinned = config.env.options.get("map_seed")
+    if pinned is not None:
+        return (
+            f"{config.env.name} with its map pinned (map_seed {pinned}): every task is the same map, so a gain "
+            "shows the policy learned that map, not that it reads maps"
+        )
+    return f"{config.env.name} tasks drawn from held-out seeds, never trained on"
+
+
+def _named_baselines(baselines: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    named = [("a uniform random mover", baselines["random_mover"])]
+    blind = baselines["blind_sequence"]
+    if "none" not in blind:
+        first, last = blind["selection_range"]
+        moves = ", ".join(blind["sequence"])
+        named.append((f"the best blind sequence chosen on seeds {first}..{last} ({moves})", blind))
+    return named
+
+
+def score_line(what: str, entry: dict[str, Any], detail: str = "") -> str:
+    """One held-out score (an entry of ``eval.json``) as a line of text."""
+    low, high = entry["ci95"]
+    return (
+        f"Held-out score, {what}: {entry['successes']:g}/{entry['tasks']} = {entry['success_rate']:.3f} "
+        f"(95 % CI {low:.3f}-{high:.3f}{detail})"
+    )
+
+
+def baselines_line(baselines: dict[str, Any]) -> str:
+    """The model-free baselines of ``eval.json`` in one line each (`pyagentrl.training.baselines`)."""
+    return "\n".join(score_line(name, b) for name, b in _named_baselines(baselines))
+
+
+def _compare(trained: dict[str, Any], other: dict[str, Any]) -> str:
+    if trained["ci95"][0] > other["ci95"][1]:
+        return "above"
+    if trained["ci95"][1] < other["ci95"][0]:
+        return "below"
+    return "not apart from"
+
+
+def eval_summary(record: dict[str, Any]) -> str:
+    """The verdict of ``eval.json``: the trained policy's Wilson interval against the untrained policy's and, when
+    scored, the model-free baselines', on the same held-out tasks at the same temperature."""
+    trained, untrained = record["trained"], record["untrained"]
+    verdict = (
+        "the trained policy's 95 % interval lies above the untrained one's"
+        if _compare(trained, untrained) == "above"
+        else "the intervals overlap: this run does not show that training helped"
+    )
+    greedy = ""
+    if "greedy" in trained and "greedy" in untrained:
+        greedy = f" (greedy: {untrained['greedy']['successes']} and {trained['greedy']['successes']})"
+    lines = [
+        f"Learned? untrained {untrained['successes']}/{untrained['tasks']}, trained {trained['successes']}/"
+        f"{trained['tasks']} on the same held-out tasks at temperature {trained['temperature']}{greedy}: {verdict}."
+    ]
+    if "baselines" in record:
+        for name, baseline in _named_baselines(record["baselines"]):
+            place = _compare(trained, baseline)
+            relation = "overlaps" if place == "not apart from" else f"lies {place}"
+            greedy_place = f" (greedy: {_compare(trained['greedy'], baseline)})" if "greedy" in trained else ""
+            lines.append(
+                f"  Against {name}, {baseline['successes']:g}/{baseline['tasks']}: the trained policy's interval "
+                f"{relation} its interval{greedy_place}."
+            )
+    lines.append(f"  Tasks: {record['tasks_are']}.")
+    return "\n".join(lines)

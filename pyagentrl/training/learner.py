@@ -29,7 +29,7 @@ from pyagentrl.ops import LossConfig, get_policy_loss
 from pyagentrl.ops.policy_loss import kl_penalty, loss_units, reduce_token_loss
 from pyagentrl.rollout import TokenBatch
 from pyagentrl.training import actor as actor_lib
-from pyagentrl.training.config import ActorConfig
+from pyagentrl.training.config import ActorSection
 from pyagentrl.training.distributed import World
 
 
@@ -90,13 +90,13 @@ def cpu_has_bf16() -> bool:
     return "amx_bf16" in flags or "avx512_bf16" in flags
 
 
-def use_bf16(actor: ActorConfig) -> bool:
+def use_bf16(actor: ActorSection) -> bool:
     if actor.bf16 != "auto":
         return actor.bf16 == "true"
     return torch.cuda.is_bf16_supported() if torch.cuda.is_available() else cpu_has_bf16()
 
 
-def deepspeed_config(actor: ActorConfig, world: World) -> dict[str, Any]:
+def deepspeed_config(actor: ActorSection, world: World) -> dict[str, Any]:
     """The ZeRO JSON of ``actor.deepspeed`` with what the trainer decides filled in (batch sizes, clipping, bf16:
     DeepSpeed's bf16 mode on GPUs; on CPUs the learner autocasts instead)."""
     config: dict[str, Any] = json.loads(Path(actor.deepspeed).read_text())
@@ -118,7 +118,7 @@ class Learner:
     def __init__(
         self,
         model_path: Path,
-        actor: ActorConfig,
+        actor: ActorSection,
         world: World,
         ds_config: dict[str, Any],
         *,

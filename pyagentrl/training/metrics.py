@@ -1,5 +1,6 @@
-"""Per-iteration metrics: one JSON object per line in ``metrics.jsonl`` (flushed and synced each iteration),
-TensorBoard scalars, and a live display on the terminal.
+"""Per-iteration metrics: what a rollout measured (success, lengths, anchor groups and their purity), one JSON
+object per line in ``metrics.jsonl`` (flushed and synced each iteration), TensorBoard scalars, and a live display on
+the terminal.
 
 On resume the log is cut back to the iterations before the checkpoint (they will be made again, identically), and
 TensorBoard purges its later events: no line is lost or written twice.
@@ -11,9 +12,16 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import torch
 
 from pyagentrl.cache import atomic_write
+from pyagentrl.hashing import StateKeyer
+from pyagentrl.ops import factorize_pairs
+
+if TYPE_CHECKING:
+    from pyagentrl.rollout import Rollout
 
 METRICS_FILE = "metrics.jsonl"
 
@@ -129,3 +137,35 @@ class Display:
     def close(self) -> None:
         if self.progress is not None:
             self.progress.stop()
+
+
+def anchor_purity(rollout: Rollout) -> float:
+    """The share of rows whose anchor group's most common exact state is their own (1 for exact anchors)."""
+    s = rollout.steps
+    exact = torch.from_numpy(StateKeyer().assign(rollout.anchors, s.group_ids.numpy()))
+    pair_of_row, num_pairs = factorize_pairs(s.state_ids, exact)  # (anchor group, exact state)
+    pair_count = torch.bincount(pair_of_row, minlength=num_pairs)
+    largest = torch.zeros(s.num_states, dtype=torch.long).scatter_reduce(
+        0, s.state_ids, pair_count[pair_of_row], reduce="amax"
+    )
+    return float(largest.sum() / s.num_rows)
+
+
+def rollout_metrics(rollout: Rollout) -> dict[str, float]:
+    """What the iteration's episodes measured: success, score, length, invalid replies, anchor groups."""
+    s = rollout.steps
+    won = torch.zeros(s.num_trajs, dtype=torch.bool).index_put_((s.traj_ids,), rollout.won)
+    length = torch.bincount(s.traj_ids, minlength=s.num_trajs).double()
+    state_size = torch.bincount(s.state_ids, minlength=s.num_states)
+    return {
+        "episodes": s.num_trajs,
+        "rows": s.num_rows,
+        "success_rate": float(won.double().mean()),
+        "mean_score": float(s.traj_score.double().mean()),
+        "episode_length": float(length.mean()),
+        "invalid_action_rate": rollout.invalid_rate,
+        "anchor_rows_in_groups": float((state_size[s.state_ids] >= 2).double().mean()),
+        "anchor_mean_group_size": s.num_rows / s.num_states,
+        "anchor_purity": anchor_purity(rollout),
+        "generated_tokens": rollout.generated_tokens,
+    }

@@ -1,11 +1,16 @@
 """``pyagentrl train``: the training loop, top to bottom (docs/architecture.md walks through one iteration).
 
     seed → world → learner (DeepSpeed) → rollout engine → environments
-    per iteration: collect (this rank's task groups) → gather → [drop uniform groups] → advantages
-                   → old log-probs → PPO epochs → push weights to the engine → metrics → [checkpoint]
+    per iteration: collect (this rank's task groups) → gather → update_on_rollout ([drop uniform groups] →
+                   advantages → old log-probs → PPO epochs) → push weights to the engine → metrics → [checkpoint]
 
-Every random choice of iteration i comes from (seed, i): its task seeds, its sampling seed and its minibatch order.
-A resumed run therefore makes exactly the iterations the uninterrupted run would have made.
+Every random choice of iteration i comes from (seed, i) through `pyagentrl.training.seeding`: its task seeds, its
+sampling seed and its minibatch order. A resumed run therefore makes exactly the iterations the uninterrupted run
+would have made.
+
+Python API: ``train(load_config("train/configs/default.yaml", ["iterations=5"]))`` returns the run directory;
+``train(load_run_config(run_dir), resume=run_dir)`` continues a run. ``pyagentrl train`` does the same from the
+command line.
 """
 
 from __future__ import annotations
@@ -13,70 +18,29 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import torch
 
 from pyagentrl.envs import EnvBatch, env_factory, prompt_family
 from pyagentrl.hashing import StateKeyer
-from pyagentrl.ops import AdvantageConfig, StepBatch, factorize_pairs, get_adv_estimator
-from pyagentrl.rollout import Rollout, RolloutConfig, SamplingConfig, collect, make_engine, merge_rollouts
+from pyagentrl.ops import AdvantageConfig, StepBatch, get_adv_estimator
+from pyagentrl.rollout import Rollout, RolloutEngine, collect, make_engine, merge_rollouts
 from pyagentrl.rollout.models import resolve_model
 from pyagentrl.training import checkpoint
-from pyagentrl.training.config import TrainConfig, load_config, optimizer_steps, save_config, to_yaml, validate
+from pyagentrl.training.config import TrainConfig, optimizer_steps, save_config, to_yaml, validate
 from pyagentrl.training.distributed import World, init_world, world_size_from_env
-from pyagentrl.training.metrics import Display, MetricsLog
+from pyagentrl.training.evaluate import baselines_line, describe_tasks, eval_summary, score_line, score_policy
+from pyagentrl.training.metrics import Display, MetricsLog, rollout_metrics
 from pyagentrl.training.plot import EVAL_FILE
+from pyagentrl.training.seeding import Stream, held_out_seeds, iteration_seed, task_seeds
+from pyagentrl.training.settings import advantage_config, rollout_config
 
-#: Training draws task seeds below this; evaluation uses seeds from it on, so they are never trained on.
-EVAL_SEED_BASE = 2**30
-
-
-def iteration_seed(seed: int, iteration: int, stream: int, rank: int = 0) -> int:
-    """An independent 31-bit seed for each (run seed, iteration, purpose, rank)."""
-    return int(np.random.default_rng([seed, iteration, stream, rank]).integers(2**31))
-
-
-def task_seeds(config: TrainConfig, iteration: int) -> list[int]:
-    """The iteration's task seeds, one per task group, over all ranks."""
-    rng = np.random.default_rng([config.seed, iteration, 0])
-    return [int(s) for s in rng.integers(0, EVAL_SEED_BASE, size=config.env.num_groups)]
-
-
-def rollout_config(config: TrainConfig, sampling_seed: int | None) -> RolloutConfig:
-    r = config.rollout
-    return RolloutConfig(
-        prompting=r.prompting,  # type: ignore[arg-type]
-        turn_format=r.turn_format,  # type: ignore[arg-type]
-        history_length=r.history_length,
-        invalid_action_penalty=r.invalid_action_penalty,
-        sampling=SamplingConfig(r.temperature, r.top_p, r.max_new_tokens, tuple(r.stop), sampling_seed),
-        system_prompt=r.system_prompt,
-        answer_format=r.answer_format,
-        response_prefix=r.response_prefix,
-        time_aware_anchors=config.anchors.time_aware,
-    )
-
-
-def advantage_config(config: TrainConfig, iteration: int) -> AdvantageConfig:
-    a = config.algorithm
-    return AdvantageConfig(
-        gamma=a.gamma,
-        lam=a.lam,
-        norm=a.norm,  # type: ignore[arg-type]
-        eps=a.eps,
-        unbiased=a.unbiased,
-        step_weight=a.step_weight.at(iteration),
-        episode_singleton=a.episode_singleton,  # type: ignore[arg-type]
-        norm_over=a.norm_over,  # type: ignore[arg-type]
-        episode_weighting=a.episode_weighting,  # type: ignore[arg-type]
-        combine=a.combine,  # type: ignore[arg-type]
-        alpha=None if a.alpha is None else a.alpha.at(iteration),
-    )
+if TYPE_CHECKING:  # the learner imports DeepSpeed: at run time it is imported where the run builds it
+    from pyagentrl.training.learner import Learner, UpdateStats
 
 
 def engine_options(config: TrainConfig, world: World) -> dict[str, Any]:
@@ -102,37 +66,6 @@ def uniform_groups(steps: StepBatch) -> torch.Tensor:
     return high == low
 
 
-def anchor_purity(rollout: Rollout) -> float:
-    """The share of rows whose anchor group's most common exact state is their own (1 for exact anchors)."""
-    s = rollout.steps
-    exact = torch.from_numpy(StateKeyer().assign(rollout.anchors, s.group_ids.numpy()))
-    pair_of_row, num_pairs = factorize_pairs(s.state_ids, exact)  # (anchor group, exact state)
-    pair_count = torch.bincount(pair_of_row, minlength=num_pairs)
-    largest = torch.zeros(s.num_states, dtype=torch.long).scatter_reduce(
-        0, s.state_ids, pair_count[pair_of_row], reduce="amax"
-    )
-    return float(largest.sum() / s.num_rows)
-
-
-def rollout_metrics(rollout: Rollout) -> dict[str, float]:
-    s = rollout.steps
-    won = torch.zeros(s.num_trajs, dtype=torch.bool).index_put_((s.traj_ids,), rollout.won)
-    length = torch.bincount(s.traj_ids, minlength=s.num_trajs).double()
-    state_size = torch.bincount(s.state_ids, minlength=s.num_states)
-    return {
-        "episodes": s.num_trajs,
-        "rows": s.num_rows,
-        "success_rate": float(won.double().mean()),
-        "mean_score": float(s.traj_score.double().mean()),
-        "episode_length": float(length.mean()),
-        "invalid_action_rate": rollout.invalid_rate,
-        "anchor_rows_in_groups": float((state_size[s.state_ids] >= 2).double().mean()),
-        "anchor_mean_group_size": s.num_rows / s.num_states,
-        "anchor_purity": anchor_purity(rollout),
-        "generated_tokens": rollout.generated_tokens,
-    }
-
-
 def make_run_dir(config: TrainConfig) -> Path:
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     base = Path(config.output_dir) / f"{config.name}-{stamp}"
@@ -144,20 +77,52 @@ def make_run_dir(config: TrainConfig) -> Path:
     return path.resolve()
 
 
-def train(config_path: str | None, overrides: list[str], resume: str | None = None) -> Path:
-    """Runs (or resumes) a training run and returns its directory."""
-    # ---- config: checked before any work ------------------------------------------------------------------------
-    if resume is not None:
-        run_dir = Path(resume).resolve()
-        if not (run_dir / "config.yaml").is_file():
-            raise FileNotFoundError(f"--resume {resume}: no config.yaml there (is it a run directory?)")
-        config = load_config(run_dir / "config.yaml", overrides)
-    else:
-        assert config_path is not None
-        config = load_config(config_path, overrides)
+@dataclass
+class RolloutUpdate:
+    """What `update_on_rollout` did: the advantages it trained on and the learner's statistics."""
+
+    advantage_config: AdvantageConfig
+    advantages: torch.Tensor  # [rows] of the rollout that was trained on (after dynamic sampling's drop)
+    dropped_group_share: float  # task groups dropped by dynamic sampling (1.0: no update was made)
+    stats: UpdateStats | None  # None when every group was dropped
+    seconds: dict[str, float]  # advantages, old_logprobs, update
+    learner_tokens: int  # tokens the learner forwards per pass over the batch
+    sampled_tokens: int  # of them, sampled by the engine (the ones with a gradient)
+
+
+def update_on_rollout(learner: Learner, config: TrainConfig, rollout: Rollout, iteration: int) -> RolloutUpdate:
+    """One iteration's update on a gathered rollout: dynamic sampling's drop (``algorithm.dynamic_sampling``), the
+    estimator's advantages at ``iteration``, then the learner's PPO epochs (old log-probs included), with the
+    minibatch order of (``config.seed``, ``iteration``). Every rank calls it with the same rollout."""
+    clock = time.perf_counter()
+    dropped = 0.0
+    if config.algorithm.dynamic_sampling:
+        uniform = uniform_groups(rollout.steps)
+        dropped = float(uniform.double().mean())
+        rollout = rollout.select_groups(~uniform) if not bool(uniform.all()) else rollout
+    adv_config = advantage_config(config, iteration)
+    advantages = get_adv_estimator(config.algorithm.estimator)(rollout.steps, adv_config)
+    seconds = {"advantages": time.perf_counter() - clock}
+    if dropped == 1.0:
+        return RolloutUpdate(adv_config, advantages, dropped, None, seconds, 0, 0)
+    tokens = rollout.tokens(config.actor.layout)  # type: ignore[arg-type]
+    token_adv = tokens.token_advantages(advantages, rollout.steps)
+    clock = time.perf_counter()
+    generator = torch.Generator().manual_seed(iteration_seed(config.seed, iteration, Stream.MINIBATCHES))
+    stats = learner.update(tokens, token_adv, generator)
+    seconds["old_logprobs"] = stats.seconds_scoring
+    seconds["update"] = time.perf_counter() - clock - stats.seconds_scoring
+    forwarded, sampled = int(tokens.attention_mask.sum()), int(tokens.response_mask.sum())
+    return RolloutUpdate(adv_config, advantages, dropped, stats, seconds, forwarded, sampled)
+
+
+def train(config: TrainConfig, resume: str | Path | None = None) -> Path:
+    """Trains ``config`` and returns the run directory. With ``resume`` (a run directory; load its config with
+    `load_run_config`), continues that run from its latest checkpoint. The config is checked before any work."""
     validate(config, world_size_from_env())
     model_path = resolve_model(config.model)
-    latest = checkpoint.latest(run_dir / "checkpoints") if resume is not None else None
+    run_dir = Path(resume).resolve() if resume is not None else None
+    latest = checkpoint.latest(run_dir / "checkpoints") if run_dir is not None else None
     state = checkpoint.read_state(latest, world_size_from_env()) if latest is not None else None
 
     # ---- world, learner, engine (in this order: vLLM joins the process group DeepSpeed made) -------------------
@@ -167,7 +132,7 @@ def train(config_path: str | None, overrides: list[str], resume: str | None = No
     elif world.size > 1 and "OMP_NUM_THREADS" not in os.environ:  # ranks sharing a machine share its cores
         local = int(os.environ.get("LOCAL_WORLD_SIZE", world.size))
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // local))
-    if world.is_main and resume is None:
+    if world.is_main and run_dir is None:
         run_dir = make_run_dir(config)
     run_dir = Path(world.broadcast_object(str(run_dir) if world.is_main else None))
     from pyagentrl.training.learner import Learner, deepspeed_config
@@ -200,12 +165,9 @@ def train(config_path: str | None, overrides: list[str], resume: str | None = No
     if config.eval.tasks > 0 and config.eval.untrained and start == 0:
         _score_and_record(run_dir, "untrained", engine, config, world)
 
-    estimator = get_adv_estimator(config.algorithm.estimator)
-    keyer = StateKeyer(mode=config.anchors.mode, **config.anchors.options)  # type: ignore[arg-type]
-    family = prompt_family(config.env.name)
-    groups_per_rank = config.env.num_groups // world.size
     log = MetricsLog(run_dir, start) if world.is_main else None
     display = Display(config.iterations, start) if world.is_main else None
+    groups_per_rank = config.env.num_groups // world.size
     envs = EnvBatch(
         env_factory(config.env.name, **config.env.options),
         groups_per_rank,
@@ -213,11 +175,10 @@ def train(config_path: str | None, overrides: list[str], resume: str | None = No
         workers=config.env.workers,
         backend=config.env.backend,
     )
+    run = _Run(config, world, learner, engine, envs, StateKeyer(mode=config.anchors.mode, **config.anchors.options))  # type: ignore[arg-type]
     try:
         for iteration in range(start, config.iterations):
-            metrics = _iteration(
-                iteration, config, world, learner, engine, envs, estimator, keyer, family, groups_per_rank
-            )
+            metrics = _iteration(run, iteration)
             if log is not None and display is not None:
                 log.write(metrics)
                 display.show(metrics)
@@ -254,12 +215,11 @@ def train(config_path: str | None, overrides: list[str], resume: str | None = No
     return run_dir
 
 
-def _score_and_record(run_dir: Path, policy: str, engine: Any, config: TrainConfig, world: World) -> None:
+def _score_and_record(run_dir: Path, policy: str, engine: RolloutEngine, config: TrainConfig, world: World) -> None:
     """Scores the weights the engine holds on the run's held-out tasks (rank 0; the others wait) and records them
     as entry ``policy`` of ``<run>/eval.json`` (written atomically: the untrained score survives a crash)."""
     if world.is_main:
         from pyagentrl.cache import atomic_write
-        from pyagentrl.training.evaluate import held_out_seeds, score_policy
 
         clock = time.perf_counter()
         score = score_policy(engine, config, config.eval.tasks, config.eval.temperature)
@@ -278,7 +238,7 @@ def _score_and_record(run_dir: Path, policy: str, engine: Any, config: TrainConf
         atomic_write(path, json.dumps(record, indent=2) + "\n")
         for entry in (score, score.get("greedy")):
             if entry is not None:
-                print(_score_line(f"{policy} policy", entry, f", temperature {entry['temperature']}"), flush=True)
+                print(score_line(f"{policy} policy", entry, f", temperature {entry['temperature']}"), flush=True)
         if policy == "untrained" and "baselines" in record:
             print(baselines_line(record["baselines"]), flush=True)
         if policy == "trained" and "untrained" in record:
@@ -286,100 +246,35 @@ def _score_and_record(run_dir: Path, policy: str, engine: Any, config: TrainConf
     world.barrier()
 
 
-def describe_tasks(config: TrainConfig) -> str:
-    """What the held-out tasks of ``config`` test, in words: one pinned map measures learning that map only."""
-    pinned = config.env.options.get("map_seed")
-    if pinned is not None:
-        return (
-            f"{config.env.name} with its map pinned (map_seed {pinned}): every task is the same map, so a gain "
-            "shows the policy learned that map, not that it reads maps"
-        )
-    return f"{config.env.name} tasks drawn from held-out seeds, never trained on"
+@dataclass
+class _Run:
+    """What every iteration of a run works with."""
+
+    config: TrainConfig
+    world: World
+    learner: Learner
+    engine: RolloutEngine
+    envs: EnvBatch  # this rank's task groups
+    keyer: StateKeyer
 
 
-def _named_baselines(baselines: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    named = [("a uniform random mover", baselines["random_mover"])]
-    blind = baselines["blind_sequence"]
-    if "none" not in blind:
-        first, last = blind["selection_range"]
-        moves = ", ".join(blind["sequence"])
-        named.append((f"the best blind sequence chosen on seeds {first}..{last} ({moves})", blind))
-    return named
-
-
-def _score_line(what: str, entry: dict[str, Any], detail: str = "") -> str:
-    low, high = entry["ci95"]
-    return (
-        f"Held-out score, {what}: {entry['successes']:g}/{entry['tasks']} = {entry['success_rate']:.3f} "
-        f"(95 % CI {low:.3f}-{high:.3f}{detail})"
-    )
-
-
-def baselines_line(baselines: dict[str, Any]) -> str:
-    """The model-free baselines of ``eval.json`` in one line each (`pyagentrl.training.baselines`)."""
-    return "\n".join(_score_line(name, b) for name, b in _named_baselines(baselines))
-
-
-def _compare(trained: dict[str, Any], other: dict[str, Any]) -> str:
-    if trained["ci95"][0] > other["ci95"][1]:
-        return "above"
-    if trained["ci95"][1] < other["ci95"][0]:
-        return "below"
-    return "not apart from"
-
-
-def eval_summary(record: dict[str, Any]) -> str:
-    """The verdict of ``eval.json``: the trained policy's Wilson interval against the untrained policy's and, when
-    scored, the model-free baselines', on the same held-out tasks at the same temperature."""
-    trained, untrained = record["trained"], record["untrained"]
-    verdict = (
-        "the trained policy's 95 % interval lies above the untrained one's"
-        if _compare(trained, untrained) == "above"
-        else "the intervals overlap: this run does not show that training helped"
-    )
-    greedy = ""
-    if "greedy" in trained and "greedy" in untrained:
-        greedy = f" (greedy: {untrained['greedy']['successes']} and {trained['greedy']['successes']})"
-    lines = [
-        f"Learned? untrained {untrained['successes']}/{untrained['tasks']}, trained {trained['successes']}/"
-        f"{trained['tasks']} on the same held-out tasks at temperature {trained['temperature']}{greedy}: {verdict}."
-    ]
-    if "baselines" in record:
-        for name, baseline in _named_baselines(record["baselines"]):
-            place = _compare(trained, baseline)
-            relation = "overlaps" if place == "not apart from" else f"lies {place}"
-            greedy_place = f" (greedy: {_compare(trained['greedy'], baseline)})" if "greedy" in trained else ""
-            lines.append(
-                f"  Against {name}, {baseline['successes']:g}/{baseline['tasks']}: the trained policy's interval "
-                f"{relation} its interval{greedy_place}."
-            )
-    lines.append(f"  Tasks: {record['tasks_are']}.")
-    return "\n".join(lines)
-
-
-def _iteration(
-    iteration: int,
-    config: TrainConfig,
-    world: World,
-    learner: Any,
-    engine: Any,
-    envs: EnvBatch,
-    estimator: Any,
-    keyer: StateKeyer,
-    family: str,
-    groups_per_rank: int,
-) -> dict[str, Any]:
+def _iteration(run: _Run, iteration: int) -> dict[str, Any]:
+    config, world = run.config, run.world
     started = time.perf_counter()
-    torch.manual_seed(iteration_seed(config.seed, iteration, 3, world.rank))  # e.g. LoRA dropout
+    torch.manual_seed(iteration_seed(config.seed, iteration, Stream.TORCH, world.rank))  # e.g. LoRA dropout
     seconds: dict[str, float] = {}
 
     # ---- rollout: this rank's task groups, then the whole batch on every rank ----------------------------------
     clock = time.perf_counter()
-    seeds = task_seeds(config, iteration)[world.rank * groups_per_rank : (world.rank + 1) * groups_per_rank]
-    sampling_seed = iteration_seed(config.seed, iteration, 1, world.rank)
-    cache = keyer.embedding_cache if keyer.mode == "embedding" else None
+    per_rank = run.envs.num_groups
+    seeds = task_seeds(config.seed, iteration, config.env.num_groups)[
+        world.rank * per_rank : (world.rank + 1) * per_rank
+    ]
+    sampling_seed = iteration_seed(config.seed, iteration, Stream.SAMPLING, world.rank)
+    cache = run.keyer.embedding_cache if run.keyer.mode == "embedding" else None
     hits, lookups = (cache.hits, cache.lookups) if cache is not None else (0, 0)
-    mine = collect(engine, envs, family, seeds, keyer, rollout_config(config, sampling_seed))
+    settings = rollout_config(config, sampling_seed)
+    mine = collect(run.engine, run.envs, prompt_family(config.env.name), seeds, run.keyer, settings)
     rollout = merge_rollouts(world.all_gather_object(mine))
     seconds["keys"] = rollout.seconds["keys"]
     seconds["rollout"] = time.perf_counter() - clock - seconds["keys"]
@@ -390,42 +285,25 @@ def _iteration(
     generate_seconds = rollout.seconds["generate"]
     metrics["tokens_per_second"] = rollout.generated_tokens / generate_seconds if generate_seconds > 0 else None
 
-    # ---- advantages on the gathered batch (task groups whole) ----------------------------------------------------
-    clock = time.perf_counter()
-    dropped = 0.0
-    if config.algorithm.dynamic_sampling:
-        uniform = uniform_groups(rollout.steps)
-        dropped = float(uniform.double().mean())
-        rollout = rollout.select_groups(~uniform) if not bool(uniform.all()) else rollout
-    adv_config = advantage_config(config, iteration)
-    advantages = estimator(rollout.steps, adv_config)
-    seconds["advantages"] = time.perf_counter() - clock
+    # ---- advantages, old log-probs and PPO epochs on the gathered batch; weights to the engine ------------------
+    update = update_on_rollout(run.learner, config, rollout, iteration)
+    seconds.update(update.seconds)
+    advantages = update.advantages
     metrics.update(
-        step_weight=adv_config.step_weight,
-        alpha=adv_config.alpha,
-        dropped_group_share=dropped,
+        step_weight=update.advantage_config.step_weight,
+        alpha=update.advantage_config.alpha,
+        dropped_group_share=update.dropped_group_share,
         advantage_mean=float(advantages.mean()),
         advantage_std=float(advantages.std()) if advantages.numel() > 1 else 0.0,
         advantage_zero_share=float((advantages == 0).double().mean()),
     )
-
-    # ---- old log-probs by the actor, PPO epochs, weights to the engine ------------------------------------------
-    update = None
-    if dropped < 1.0:
-        tokens = rollout.tokens(config.actor.layout)  # type: ignore[arg-type]
-        token_adv = tokens.token_advantages(advantages, rollout.steps)
+    if update.stats is not None:
+        metrics["learner_tokens"] = update.learner_tokens  # per pass over the batch
+        metrics["learner_tokens_per_sampled_token"] = update.learner_tokens / max(update.sampled_tokens, 1)
         clock = time.perf_counter()
-        generator = torch.Generator().manual_seed(iteration_seed(config.seed, iteration, 2))
-        update = learner.update(tokens, token_adv, generator)
-        seconds["old_logprobs"] = update.seconds_scoring
-        seconds["update"] = time.perf_counter() - clock - update.seconds_scoring
-        forwarded, sampled = int(tokens.attention_mask.sum()), float(tokens.response_mask.sum())
-        metrics["learner_tokens"] = forwarded  # per pass over the batch
-        metrics["learner_tokens_per_sampled_token"] = forwarded / max(sampled, 1.0)
-        clock = time.perf_counter()
-        engine.update_weights(learner.weights())
+        run.engine.update_weights(run.learner.weights())
         seconds["weight_sync"] = time.perf_counter() - clock
-    stats = asdict(update) if update is not None else {}
+    stats = asdict(update.stats) if update.stats is not None else {}
     for key in (
         "loss",
         "clip_fraction",

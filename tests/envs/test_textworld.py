@@ -115,6 +115,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow
 def test_cooking_games_are_identical_across_hash_seeds(tmp_path) -> None:
     runs = []
     for hash_seed in ("1", "2"):
@@ -126,6 +127,7 @@ def test_cooking_games_are_identical_across_hash_seeds(tmp_path) -> None:
     assert runs[0]["2"][0] != runs[0]["3"][0]  # the task seed changes the game
 
 
+@pytest.mark.slow
 def test_cooking_defaults_walkthrough_wins_and_recipe_follows_the_seed() -> None:
     env = make_env("textworld", challenge="tw-cooking")  # split and recipe_seed need not be given
     recipes = set()

@@ -21,7 +21,7 @@ from pyagentrl.ops._library import has_kernel
 from pyagentrl.ops.estimators import AdvantageConfig
 from pyagentrl.synthetic import make_step_batch
 
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
 P = torch.ops.pyagentrl
 OPS = ("grouped_stats", "group_normalize", "factorize_pairs", "trajectory_gae", "per_action_clipped_loss")

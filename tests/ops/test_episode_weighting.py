@@ -267,6 +267,7 @@ def test_rows_with_raw_singletons_is_verl_agents_gigpo(rollouts):
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("weighting", WEIGHTINGS)
 def test_options_on_cuda_match_cpu_and_capture_in_a_cuda_graph(weighting):
@@ -365,7 +366,7 @@ def test_config_errors_name_the_key(overrides, key):
 
 
 def test_the_recipe_loads_and_maps_to_the_estimators_options():
-    from pyagentrl.training.trainer import advantage_config
+    from pyagentrl.training.settings import advantage_config
 
     config = load_config(CONFIGS / "gigpo-recipe.yaml")
     validate(config)

@@ -327,6 +327,7 @@ def test_constructor_errors_name_the_setting(tiny: Path, tmp_path: Path) -> None
 # ---- the real model ------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_embedded_model_answers_a_chat_prompt() -> None:
     """SmolLM2-135M-Instruct (converted once, ~20 s; then a load takes ~1 s): a sensible answer, ended by EOS,
     whose log-probs match the forward pass."""

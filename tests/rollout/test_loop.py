@@ -40,7 +40,7 @@ class Recording(TextEnv):
         raise NotImplementedError
 
 
-@pytest.fixture(scope="module", params=["hf", "vllm"])
+@pytest.fixture(scope="module", params=["hf", pytest.param("vllm", marks=pytest.mark.vllm)])
 def engine(request):
     if request.param == "vllm":
         import_peer("vllm")
@@ -264,8 +264,8 @@ def test_merge_and_select_keep_groups_whole():
 
 
 def test_action_token_mask_marks_the_tokens_that_name_the_action():
+    from pyagentrl.rollout.batch import action_token_mask
     from pyagentrl.rollout.engine import Generation
-    from pyagentrl.rollout.loop import action_token_mask
 
     tokenizer = make_engine("hf", "tiny").tokenizer
     for prefix, text, named in [

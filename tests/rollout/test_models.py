@@ -43,6 +43,7 @@ def test_missing_package_names_the_install_command(tmp_path: Path, monkeypatch: 
     assert not (tmp_path / "models").exists() or not any((tmp_path / "models").iterdir())
 
 
+@pytest.mark.slow
 def test_tiny_model_cached_and_deterministic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     require_embedded_model_packages()
     path = tiny_model_path()

@@ -13,6 +13,8 @@ from testkit.peers import import_peer
 from pyagentrl.rollout import SamplingConfig, make_engine
 from pyagentrl.rollout.models import tiny_model_path
 
+pytestmark = pytest.mark.vllm  # every test starts a vLLM engine
+
 PROMPTS = ["Hello, who are you?", "Name three colours.", "What is 2 + 2?", "Say something about ice."]
 
 

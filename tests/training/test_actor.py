@@ -8,7 +8,7 @@ from testkit.peers import import_peer
 
 from pyagentrl.rollout.models import tiny_model_path
 from pyagentrl.training.actor import hf_weights, load_policy, token_logprobs
-from pyagentrl.training.config import LoraConfig
+from pyagentrl.training.config import LoraSection
 
 
 def _batch() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -42,7 +42,7 @@ def test_token_logprobs_match_a_full_forward():
 
 
 def test_token_logprobs_carry_gradients_to_the_model():
-    model = load_policy(tiny_model_path(), LoraConfig())
+    model = load_policy(tiny_model_path(), LoraSection())
     ids, attention, mask = _batch()
     logp, _ = token_logprobs(model, ids, attention, mask)
     logp.sum().backward()
@@ -51,7 +51,7 @@ def test_token_logprobs_carry_gradients_to_the_model():
 
 def test_lora_weights_are_peft_merged_weights():
     import_peer("peft")
-    model = load_policy(tiny_model_path(), LoraConfig(rank=4, alpha=8))
+    model = load_policy(tiny_model_path(), LoraSection(rank=4, alpha=8))
     with torch.no_grad():  # a non-zero adapter (peft starts B at zero)
         for name, p in model.named_parameters():
             if "lora_B" in name:
@@ -173,7 +173,7 @@ def test_a_shared_prefix_decoded_once_gives_the_same_logprobs_and_gradients():
     ids[:, :7] = ids[0, :7]  # seven tokens in common
     # float64: the two paths sum in different orders, and float32's rounding of that (up to ~4e-5 relative, with
     # the size depending on the thread count) would hide a real error behind a loose tolerance.
-    model = load_policy(tiny_model_path(), LoraConfig()).double()
+    model = load_policy(tiny_model_path(), LoraSection()).double()
     assert shared_prefix_length(ids, attention) == 7
     results = []
     for prefix in (0, 7):

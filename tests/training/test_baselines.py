@@ -21,7 +21,8 @@ from pyagentrl.envs import env_factory
 from pyagentrl.rollout import Generation, RolloutEngine, SamplingConfig, make_engine
 from pyagentrl.training.baselines import blind_sequence, compute_baselines, format_table, random_mover, untrained_policy
 from pyagentrl.training.config import TrainConfig, load_config
-from pyagentrl.training.evaluate import held_out_seeds, score_policy
+from pyagentrl.training.evaluate import score_policy
+from pyagentrl.training.seeding import held_out_seeds
 from pyagentrl.training.stats import wilson_interval
 
 need("gymnasium")
@@ -210,8 +211,8 @@ def _study(tmp_path: Path) -> Path:
 def test_the_report_renders_stored_baselines_and_computes_missing_ones(tmp_path: Path) -> None:
     from pyagentrl.training.study import load_spec, write_report
 
-    spec = load_spec(_study(tmp_path), output=tmp_path / "runs", report=tmp_path / "r")
-    write_report(spec)
+    spec = load_spec(_study(tmp_path), output=tmp_path / "runs")
+    write_report(spec, tmp_path / "r")
     computed = (tmp_path / "r" / "README.md").read_text()
     assert "computed for this report; not in baselines.json, so without the untrained policy" in computed
     assert "Uniform random mover over the admissible actions, up to 4 steps" in computed
@@ -227,7 +228,7 @@ def test_the_report_renders_stored_baselines_and_computes_missing_ones(tmp_path:
     }  # fmt: skip
     record["untrained_policy"] = {"model": "tiny", "engine": "hf", "sampled": sampled, "greedy": greedy}
     (tmp_path / "r" / "baselines.json").write_text(json.dumps({"lake": record}))
-    write_report(spec)
+    write_report(spec, tmp_path / "r")
     shown = (tmp_path / "r" / "README.md").read_text()
     assert "([baselines.json](baselines.json))" in shown and "chosen on the task seeds 0..9" in shown
     assert (
@@ -238,14 +239,14 @@ def test_the_report_renders_stored_baselines_and_computes_missing_ones(tmp_path:
     # Made for other settings (here other held-out tasks), it is not shown as this family's.
     record["held_out"]["tasks"] = 64
     (tmp_path / "r" / "baselines.json").write_text(json.dumps({"lake": record}))
-    write_report(spec)
+    write_report(spec, tmp_path / "r")
     assert "computed for this report" in (tmp_path / "r" / "README.md").read_text()
 
 
 def test_the_end_of_run_verdict_places_the_trained_interval_against_each_baseline() -> None:
     """`eval_summary` on a record shaped like the main job's: above the untrained policy and the random mover, below
     a blind route at temperature 1 and level with it greedily (the pinned map's honest reading)."""
-    from pyagentrl.training.trainer import baselines_line, eval_summary
+    from pyagentrl.training.evaluate import baselines_line, eval_summary
 
     def score(successes: float, tasks: int = 64, **extra: object) -> dict:
         low, high = wilson_interval(round(successes), tasks)

@@ -10,7 +10,7 @@ import pytest
 import torch
 from testkit.training import CONFIGS, TINY, cli
 
-from pyagentrl.training.config import ConfigError, ScheduleConfig, load_config, validate
+from pyagentrl.training.config import ConfigError, Schedule, load_config, validate
 
 
 def _check(*overrides: str, world_size: int = 1) -> None:
@@ -66,7 +66,7 @@ def test_a_mapping_override_replaces_a_free_form_mapping():
 
 
 def test_time_aware_anchors_reach_the_rollout():
-    from pyagentrl.training.trainer import rollout_config
+    from pyagentrl.training.settings import rollout_config
 
     assert not rollout_config(load_config(TINY), None).time_aware_anchors
     assert rollout_config(load_config(TINY, ["anchors.time_aware=true"]), None).time_aware_anchors
@@ -118,7 +118,7 @@ def test_a_malformed_yaml_config_gets_one_line(tmp_path: Path):
 
 @pytest.mark.parametrize("schedule", ["constant", "linear", "cosine"])
 def test_step_weight_schedules(schedule):
-    s = ScheduleConfig(schedule=schedule, start=0.8, end=0.3, iterations=10)
+    s = Schedule(schedule=schedule, start=0.8, end=0.3, iterations=10)
     values = [s.at(i) for i in range(15)]
     if schedule == "constant":
         assert values == [0.8] * 15
@@ -162,3 +162,52 @@ def test_learning_rate_schedules_match_torch_schedulers():
         assert ours == pytest.approx(torch_factors(after), abs=1e-12)
         assert ours[-1] == pytest.approx(low)
     assert [lr_factor(k, total, 0, "constant", low) for k in range(total)] == [1.0] * total
+
+
+def test_choice_fields_offer_exactly_the_values_their_settings_take():
+    """Each choice enum of the schema against the Literal (or tuple) of the setting it reaches, so they cannot drift."""
+    from typing import get_args, get_type_hints
+
+    from pyagentrl.hashing.keyer import MODES
+    from pyagentrl.ops import AdvantageConfig
+    from pyagentrl.rollout import ENGINES, RolloutConfig
+    from pyagentrl.rollout.batch import Layout as TokenLayout
+    from pyagentrl.training import config as schema
+
+    def values(literal) -> set[str]:
+        out: set[str] = set()
+        for arg in get_args(literal):
+            out |= values(arg) if get_args(arg) else {arg}
+        return out
+
+    advantage, rollout = get_type_hints(AdvantageConfig), get_type_hints(RolloutConfig)
+    pairs = {
+        schema.Engine: set(ENGINES),
+        schema.AnchorMode: set(MODES),
+        schema.Prompting: values(rollout["prompting"]),
+        schema.TurnFormat: values(rollout["turn_format"]),
+        schema.Layout: values(TokenLayout),
+        schema.Norm: values(advantage["norm"]),
+        schema.Singleton: values(advantage["episode_singleton"]),
+        schema.NormOver: values(advantage["norm_over"]),
+        schema.EpisodeWeighting: values(advantage["episode_weighting"]),
+        schema.Combine: values(advantage["combine"]),
+    }
+    for choice, expected in pairs.items():
+        assert {str(v) for v in choice} == expected, choice.__name__
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("rollout.prompting", "windw"), ("env.backend", "fork"), ("algorithm.step_weight.schedule", "step")],
+)
+def test_a_config_built_in_python_with_a_bad_choice_is_refused(key, value):
+    """`validate` is the door of the Python API: a choice OmegaConf never saw is checked there, by the same enums."""
+    config = load_config(TINY)
+    section, _, name = key.rpartition(".")
+    target = config
+    for part in section.split("."):
+        target = getattr(target, part)
+    setattr(target, name, value)
+    with pytest.raises(ConfigError, match=rf"^{key}: unknown {name} '{value}'; expected one of"):
+        validate(config)

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from testkit.peers import import_peer, require_embedded_model_packages
 from testkit.training import CONFIGS, cli, run_dir_of
+
+pytestmark = [pytest.mark.slow, pytest.mark.vllm]  # trains the embedded model on vLLM
 
 
 def test_training_raises_held_out_success_on_a_one_step_task(tmp_path):

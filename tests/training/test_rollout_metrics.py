@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from pyagentrl.training.trainer import anchor_purity
+from pyagentrl.training.metrics import anchor_purity
 
 
 def _rollout(anchors: list[str], group_ids: list[int], state_ids: list[int]) -> SimpleNamespace:

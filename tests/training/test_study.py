@@ -60,6 +60,7 @@ def test_overrides_keep_their_types(tmp_path: Path) -> None:
     assert spec.arms["grpo"] == ['algorithm.estimator="grpo"'] and spec.output == tmp_path / "runs"
 
 
+@pytest.mark.slow
 def test_study_runs_each_arm_once_and_resumes(tmp_path: Path) -> None:
     spec_path = _spec(tmp_path, keep="checkpoints")  # a scored run stays resumable: the test resumes one below
     runs, report = tmp_path / "runs", tmp_path / "report"
@@ -115,6 +116,7 @@ def test_study_runs_each_arm_once_and_resumes(tmp_path: Path) -> None:
     assert len(sorted(report.glob("results/*/*/seed*/done.json"))) == 4
 
 
+@pytest.mark.slow
 def test_a_scored_run_keeps_its_model_only_by_default(tmp_path: Path) -> None:
     # One run, checkpointed twice: once scored, the earlier checkpoint and the last one's optimizer and RNG states go
     # (about 90 % of a real run's disk); the model still loads and scores, and resuming is refused by name.
@@ -139,6 +141,7 @@ def test_a_scored_run_keeps_its_model_only_by_default(tmp_path: Path) -> None:
         read_state(last, 1)
 
 
+@pytest.mark.slow
 def test_report_only_needs_no_finished_run(tmp_path: Path) -> None:
     args = ("study", str(_spec(tmp_path)), "--output", str(tmp_path / "runs"), "--report", str(tmp_path / "r"))
     out = cli(*args, "--report-only")
@@ -201,9 +204,9 @@ def test_a_killed_study_leaves_no_run_behind(tmp_path: Path) -> None:
     sleeper = "import os, time; open(os.environ['PID_FILE'], 'w').write(str(os.getpid())); time.sleep(120)"
     parent_code = (
         "import sys\n"
-        "from pyagentrl.training import study\n"
-        f"study._cli = lambda *args: [sys.executable, '-c', {sleeper!r}]\n"
-        "study._run('train')\n"
+        "from pyagentrl.training.study import runner\n"
+        f"runner._cli = lambda *args: [sys.executable, '-c', {sleeper!r}]\n"
+        "runner._run('train')\n"
     )
     parent = subprocess.Popen([sys.executable, "-P", "-c", parent_code], env={**os.environ, "PID_FILE": str(pid_file)})
     deadline = time.monotonic() + 60
@@ -223,7 +226,7 @@ def test_a_killed_study_leaves_no_run_behind(tmp_path: Path) -> None:
 
 
 def test_a_family_without_a_blind_reference_says_why(tmp_path: Path) -> None:
-    from pyagentrl.training.study import _baseline_lines, family_baselines
+    from pyagentrl.training.study.report import _baseline_lines, family_baselines
 
     families = {"slippery": {"env.options": {"size": 3, "slippery": True, "max_steps": 3}}}
     spec = load_spec(_spec(tmp_path, families=families), output=tmp_path / "runs")

@@ -19,6 +19,8 @@ from testkit.training import REPO, TINY, cli, run_dir_of
 from pyagentrl.training.metrics import read_metrics
 from pyagentrl.training.stats import wilson_interval
 
+pytestmark = pytest.mark.slow  # each test trains a run in a subprocess
+
 TIMING = ("seconds_", "tokens_per_second", "keys_and_advantages_share")
 
 
@@ -70,6 +72,7 @@ def test_each_estimator_trains_with_the_hf_engine(tmp_path, estimator):
     assert any(not (before[k] == after[k]).all() for k in before)
 
 
+@pytest.mark.vllm
 def test_the_vllm_engine_trains(tmp_path):
     import_peer("vllm")
     run, _ = _train(tmp_path, "iterations=2", "rollout.engine=vllm", "rollout.engine_options.kv_cache_gib=0.25")

@@ -20,6 +20,8 @@ from pyagentrl.hashing import StateKeyer
 from pyagentrl.rollout import RolloutConfig, SamplingConfig, collect, make_engine
 from pyagentrl.training.metrics import read_metrics
 
+pytestmark = pytest.mark.slow  # each test launches training processes
+
 WORKER = Path(__file__).with_name("update_worker.py")
 
 
@@ -122,7 +124,7 @@ def test_old_logprobs_from_the_update_forward_make_the_same_update_as_a_scoring_
     _assert_same_update(a, b, ("loss", "entropy", "grad_norm", "logprob_gap"))
 
 
-@pytest.mark.parametrize("engine", ["hf", "vllm"])
+@pytest.mark.parametrize("engine", ["hf", pytest.param("vllm", marks=pytest.mark.vllm)])
 def test_pyagentrl_train_on_two_processes(tmp_path, engine):
     # vLLM: each rank's engine joins the process group DeepSpeed made (external_launcher).
     if engine == "vllm":

@@ -1,4 +1,5 @@
-"""One policy update on a saved rollout, for the test that 2 processes make the same update as 1.
+"""One policy update on a saved rollout, by the trainer's own `update_on_rollout`, for the test that 2 processes
+make the same update as 1.
 
 python update_worker.py ROLLOUT OUT [key=value ...]   (plainly: 1 process; under torchrun: its world)
 Rank 0 saves the updated weights (HF names) to OUT.
@@ -12,12 +13,11 @@ import sys
 import torch
 from testkit.training import TINY
 
-from pyagentrl.ops import get_adv_estimator
 from pyagentrl.rollout.models import resolve_model
 from pyagentrl.training.config import load_config
 from pyagentrl.training.distributed import init_world
 from pyagentrl.training.learner import Learner, deepspeed_config
-from pyagentrl.training.trainer import advantage_config
+from pyagentrl.training.trainer import update_on_rollout
 
 
 def main(rollout_path: str, out: str, overrides: list[str]) -> None:
@@ -34,10 +34,8 @@ def main(rollout_path: str, out: str, overrides: list[str]) -> None:
     )
     with open(rollout_path, "rb") as f:
         rollout = pickle.load(f)
-    advantages = get_adv_estimator(config.algorithm.estimator)(rollout.steps, advantage_config(config, 0))
-    tokens = rollout.tokens(config.actor.layout)
-    old, _ = learner.score(tokens)  # the scoring pass alone, to compare the ranks' shares
-    stats = learner.update(tokens, tokens.token_advantages(advantages, rollout.steps), torch.Generator().manual_seed(0))
+    old, _ = learner.score(rollout.tokens(config.actor.layout))  # the scoring pass alone, to compare the ranks' shares
+    stats = update_on_rollout(learner, config, rollout, iteration=0).stats  # the trainer's own update
     if world.is_main:
         torch.save({"weights": dict(learner.weights()), "old": old, "stats": stats}, out)
 

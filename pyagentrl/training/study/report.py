@@ -1,267 +1,20 @@
-"""A study: arms (estimator x anchors) trained with identical settings over several seeds and task families, each
-run scored on held-out tasks, then one report (curves with bands over seeds, a table with intervals, anchor
-statistics, wall-clock and versions).
-
-A spec (YAML) names the shared train config, the seeds, the held-out tasks, and the overrides of each family and
-each arm::
-
-    name: frozenlake
-    config: estimators-base.yaml         # relative to the spec (train/studies/)
-    seeds: [1, 2, 3]
-    eval_tasks: 64
-    keep: model                          # what a scored run keeps: model (default) or checkpoints
-    families:
-      frozenlake: {env.name: frozenlake}
-    arms:
-      grpo: {algorithm.estimator: grpo}
-      gigpo-exact: {algorithm.estimator: gigpo, anchors.mode: exact}
-
-Each run is a ``pyagentrl train`` subprocess (an engine such as vLLM holds one model per process) writing
-``<output>/<family>/<arm>/seed<k>/run-<time>/`` (checkpoints: gigabytes, kept out of the repository). Once scored, a
-run leaves its record in ``<report>/results/<family>/<arm>/seed<k>/``: ``done.json`` (the held-out evaluation with
-each task's outcome), ``metrics.jsonl`` and ``config.yaml``, a few kilobytes meant to be committed. Beside them,
-``<report>/baselines.json`` holds each family's baselines on the same held-out tasks (``pyagentrl baselines ...
---out <report>/baselines.json --key <family>``: a random mover, the best blind sequence chosen on other task seeds,
-the untrained policy); a family without one gets the first two computed for the report. The report is
-rebuilt from the records alone, and a run with a record is never run again, so a study outlives the machine that ran
-its first runs. A run that was interrupted resumes from its latest checkpoint (``train --resume``), so a killed study
-continues where it stopped. Once scored, a run keeps (``keep: model``, the default) only its last checkpoint's
-weights, config and evaluation: the DeepSpeed optimizer states and the earlier checkpoints are about 90 % of a run's
-disk (4.6 of 5.1 GB with the embedded model), and a study of dozens of runs would fill a disk with them.
-``keep: checkpoints`` keeps everything the trainer kept.
-"""
+"""The study's report: ``README.md`` (per family a table with intervals, paired comparisons with the first arm,
+anchor statistics, wall-clock, the baselines and versions) and ``curves.png``, rebuilt from the records alone."""
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import importlib.metadata
-import json
 import math
-import signal
 import subprocess
-import sys
-import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pyagentrl.cache import atomic_write
-from pyagentrl.training.checkpoint import keep_model_only
-from pyagentrl.training.config import ConfigError, load_config, validate
-from pyagentrl.training.metrics import METRICS_FILE, read_metrics
+from pyagentrl.training.config import load_config
 from pyagentrl.training.stats import mean_interval, paired_difference, wilson_interval
+from pyagentrl.training.study.records import BASELINES, DONE, read_result, record_dir, stored_baselines
+from pyagentrl.training.study.spec import StudySpec
 
 _PHASES = ("rollout", "keys", "advantages", "old_logprobs", "update", "weight_sync")
-_PR_SET_PDEATHSIG = 1  # linux/prctl.h
-_KEEP = ("model", "checkpoints")
-DONE = "done.json"  # a scored run's evaluation; its presence marks the run finished
-_EVAL_KEYS = {"success_rate", "successes", "tasks", "won"}  # what the report reads of an evaluation
-BASELINES = "baselines.json"  # beside the report: per family, a `pyagentrl baselines` record on the held-out tasks
-
-
-@dataclass
-class StudySpec:
-    name: str
-    config: Path
-    seeds: list[int]
-    eval_tasks: int
-    keep: str  # what a scored run keeps: "model" or "checkpoints"
-    families: dict[str, list[str]]  # family -> train overrides ("key=value")
-    arms: dict[str, list[str]]  # arm -> train overrides
-    output: Path
-    report: Path
-    source: Path  # the spec file
-
-
-def _overrides(mapping: Any, where: str) -> list[str]:
-    if mapping is None:
-        return []
-    if not isinstance(mapping, dict):
-        raise ConfigError(f"{where} must be a mapping of config keys to values, got {type(mapping).__name__}")
-    # Values as JSON, which is YAML flow text: lists and mappings survive the command line (OmegaConf parses them).
-    return [f"{key}={json.dumps(value)}" for key, value in mapping.items()]
-
-
-def load_spec(path: str | Path, output: str | Path | None = None, report: str | Path | None = None) -> StudySpec:
-    """The spec at ``path``; every field is checked here, before any run starts."""
-    from omegaconf import OmegaConf
-
-    spec_path = Path(path)
-    if not spec_path.is_file():
-        raise FileNotFoundError(f"study spec {path}: no such file")
-    raw = OmegaConf.to_container(OmegaConf.load(spec_path))
-    if not isinstance(raw, dict):
-        raise ConfigError(f"study spec {path}: expected a mapping")
-    unknown = set(raw) - {"name", "config", "seeds", "eval_tasks", "keep", "families", "arms"}
-    if unknown:
-        raise ConfigError(f"study spec {path}: unknown keys {sorted(unknown)}")
-    name = raw.get("name")
-    if not isinstance(name, str) or not name:
-        raise ConfigError("study spec: name must be a non-empty string")
-    config = (spec_path.parent / str(raw.get("config", ""))).resolve()
-    if not config.is_file():
-        raise ConfigError(f"study spec: config {raw.get('config')!r} is not a file (relative to {spec_path.parent})")
-    seeds = raw.get("seeds")
-    if (
-        not isinstance(seeds, list)
-        or not seeds
-        or not all(isinstance(s, int) for s in seeds)
-        or len(set(seeds)) < len(seeds)
-    ):
-        raise ConfigError(f"study spec: seeds must be a non-empty list of distinct ints, got {seeds!r}")
-    eval_tasks = raw.get("eval_tasks", 64)
-    if not isinstance(eval_tasks, int) or eval_tasks < 1:
-        raise ConfigError(f"study spec: eval_tasks must be an int >= 1, got {eval_tasks!r}")
-    keep = raw.get("keep", "model")
-    if keep not in _KEEP:
-        raise ConfigError(f"study spec: keep must be one of {', '.join(_KEEP)}, got {keep!r}")
-    sections = {}
-    for key in ("families", "arms"):
-        value = raw.get(key)
-        if not isinstance(value, dict) or not value:
-            raise ConfigError(f"study spec: {key} must be a non-empty mapping of names to overrides")
-        for label in value:
-            if not str(label).replace("-", "").replace("_", "").isalnum():
-                raise ConfigError(f"study spec: {key} name {label!r} must be letters, digits, '-' or '_'")
-        sections[key] = {str(k): _overrides(v, f"{key}.{k}") for k, v in value.items()}
-    for family, family_overrides in sections["families"].items():  # every run's config, checked before any runs
-        for arm, arm_overrides in sections["arms"].items():
-            try:
-                validate(load_config(config, [*family_overrides, *arm_overrides]))
-            except ConfigError as exc:
-                raise ConfigError(f"study spec: family {family!r}, arm {arm!r}: {exc}") from None
-    return StudySpec(
-        name=name,
-        config=config,
-        seeds=list(seeds),
-        eval_tasks=eval_tasks,
-        keep=keep,
-        families=sections["families"],
-        arms=sections["arms"],
-        output=Path(output or Path("runs") / f"study-{name}").resolve(),
-        report=Path(report or Path("docs") / "study" / name).resolve(),
-        source=spec_path.resolve(),
-    )
-
-
-def _cli(*args: str) -> list[str]:
-    # -P keeps the working directory (a source checkout without the compiled ops) off sys.path.
-    return [sys.executable, *(["-P"] if sys.version_info >= (3, 11) else []), "-m", "pyagentrl", *args]
-
-
-class RunFailed(RuntimeError):
-    """A run's process failed; the study stops there (rerunning it resumes)."""
-
-
-class BrokenRecord(ValueError):
-    """A record's ``done.json`` is there but the record cannot be read (only a hand edit leads here)."""
-
-
-def _resumable(seed_dir: Path) -> Path | None:
-    """The run directory under ``seed_dir`` that has a checkpoint to resume from. A run that died before its first
-    checkpoint has nothing to resume: it is kept, renamed ``abandoned-run-*``, and the seed is trained again."""
-    resumable = None
-    for run in sorted(seed_dir.glob("run-*")):
-        if (run / "checkpoints" / "latest").is_file():
-            resumable = run
-        else:
-            run.rename(run.with_name(f"abandoned-{run.name}"))
-    return resumable
-
-
-def _die_with_parent() -> None:
-    """Runs in the child before exec (Linux): the kernel sends it SIGTERM when the study process dies, so a killed
-    study leaves no training process behind to write into the run its rerun resumes."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
-def _run(*args: str) -> None:
-    command = _cli(*args)
-    preexec = _die_with_parent if sys.platform.startswith("linux") else None
-    if subprocess.run(command, preexec_fn=preexec).returncode != 0:
-        raise RunFailed(f"{' '.join(args)} failed; rerun the study to continue from the last checkpoint")
-
-
-def _record(spec: StudySpec, family: str, arm: str, seed: int) -> Path:
-    """Where a scored run's record lies (committed with the report; see the module docstring)."""
-    return spec.report / "results" / family / arm / f"seed{seed}"
-
-
-def read_result(spec: StudySpec, family: str, arm: str, seed: int) -> dict[str, Any] | None:
-    """A scored run's ``done.json`` with its metrics rows under ``"metrics"``, or None while it is not scored."""
-    record = _record(spec, family, arm, seed)
-    if not (record / DONE).is_file():
-        return None
-    try:
-        result = json.loads((record / DONE).read_text())
-    except json.JSONDecodeError as exc:
-        raise BrokenRecord(f"{record / DONE} is not JSON ({exc}); remove {record} to run it again") from None
-    metrics = read_metrics(record)
-    evaluation = result.get("eval") if isinstance(result, dict) else None
-    if not isinstance(evaluation, dict) or not evaluation.keys() >= _EVAL_KEYS or not metrics:
-        raise BrokenRecord(
-            f"{record} has {DONE} but not its evaluation ({', '.join(sorted(_EVAL_KEYS))}) or not its "
-            f"{METRICS_FILE} rows; restore them, or remove {record} to run it again"
-        )
-    return {**result, "metrics": metrics}
-
-
-def _write_record(record: Path, run: Path, result: dict[str, Any]) -> None:
-    """The run's metrics and config first, ``done.json`` last and whole: a record with ``done.json`` is complete."""
-    record.mkdir(parents=True, exist_ok=True)
-    for name in (METRICS_FILE, "config.yaml"):
-        atomic_write(record / name, (run / name).read_text())
-    atomic_write(record / DONE, json.dumps(result, indent=2) + "\n")
-
-
-def run_arm(spec: StudySpec, family: str, arm: str, seed: int) -> None:
-    """Trains (or resumes, or skips) one run, scores its last checkpoint on held-out tasks and writes its record."""
-    record = _record(spec, family, arm, seed)
-    done = read_result(spec, family, arm, seed)
-    if done is not None:
-        if spec.keep == "model" and Path(done["run"]).is_dir():  # again: a study killed while removing
-            keep_model_only(Path(done["run"]) / "checkpoints")
-        return
-    seed_dir = spec.output / family / arm / f"seed{seed}"
-    seed_dir.mkdir(parents=True, exist_ok=True)
-    overrides = [*spec.families[family], *spec.arms[arm], f"seed={seed}", "name=run", f"output_dir={seed_dir}"]
-    previous = _resumable(seed_dir)
-    clock = time.perf_counter()
-    if previous is not None:
-        print(f"[study] {family}/{arm}/seed{seed}: resuming {previous}", flush=True)
-        _run("train", "--resume", str(previous))
-        run = previous
-    else:
-        print(f"[study] {family}/{arm}/seed{seed}: training", flush=True)
-        _run("train", str(spec.config), *overrides)
-        (run,) = [r for r in seed_dir.glob("run-*") if (r / "checkpoints" / "latest").is_file()]
-    checkpoint = run / "checkpoints" / (run / "checkpoints" / "latest").read_text().strip()
-    if not (checkpoint / "eval.json").is_file():
-        _run("eval", str(checkpoint), "--tasks", str(spec.eval_tasks))
-    result = {
-        "family": family,
-        "arm": arm,
-        "seed": seed,
-        "run": str(run),
-        "eval": json.loads((checkpoint / "eval.json").read_text()),
-        "seconds_last_invocation": time.perf_counter() - clock,
-    }
-    _write_record(record, run, result)
-    print(f"[study] {family}/{arm}/seed{seed}: recorded in {record}", flush=True)
-    if spec.keep == "model":  # only now: until the record exists, a killed study resumes this run
-        keep_model_only(run / "checkpoints")
-
-
-def run_study(spec: StudySpec) -> Path:
-    """Every (family, arm, seed) run that is not done, then the report. Seed by seed, so that a study stopped part way
-    has every arm of its first seeds (a comparison) rather than every seed of its first arms."""
-    for seed in spec.seeds:
-        for family in spec.families:
-            for arm in spec.arms:
-                run_arm(spec, family, arm, seed)
-    return write_report(spec)
 
 
 def _mean_ci(values: list[float]) -> str:
@@ -341,22 +94,6 @@ def _untrained_line(spec: StudySpec, records: Records) -> str:
         f"Untrained policy (iteration 0, before any update, one run per seed): {wins}/{episodes} training episodes "
         f"succeeded ({wins / episodes:.3f}, Wilson 95 % {low:.3f}-{high:.3f})."
     )
-
-
-def _stored_baselines(spec: StudySpec) -> dict[str, Any]:
-    """``<report>/baselines.json``: per family, a `pyagentrl baselines` record (empty when there is none)."""
-    path = spec.report / BASELINES
-    if not path.is_file():
-        return {}
-    try:
-        stored = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise BrokenRecord(
-            f"{path} is not JSON ({exc}); remove it or write it again with pyagentrl baselines"
-        ) from None
-    if not isinstance(stored, dict):
-        raise BrokenRecord(f"{path} holds no mapping of families to baselines; remove it or write it again")
-    return stored
 
 
 def family_baselines(spec: StudySpec, family: str, stored: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
@@ -461,15 +198,17 @@ def _draw_baselines(panel: Any, record: dict[str, Any] | None) -> None:
         panel.axhline(result["success_rate"], linestyle=style, color=colour, linewidth=1.2, label=f"{label} (held-out)")
 
 
-def write_report(spec: StudySpec) -> Path:
-    """``<report>/README.md`` (table, statistics, versions) and ``<report>/curves.png`` from the finished runs."""
+def write_report(spec: StudySpec, report: str | Path) -> Path:
+    """``<report>/README.md`` (table, statistics, versions) and ``<report>/curves.png`` from the finished runs' records
+    in ``report``."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    spec.report.mkdir(parents=True, exist_ok=True)
-    planned = [_record(spec, f, a, s) / DONE for s in spec.seeds for f in spec.families for a in spec.arms]
+    report = Path(report).resolve()
+    report.mkdir(parents=True, exist_ok=True)
+    planned = [record_dir(report, f, a, s) / DONE for s in spec.seeds for f in spec.families for a in spec.arms]
     finished = sum(p.is_file() for p in planned)
     lines = [
         f"# Study: {spec.name}",
@@ -483,7 +222,7 @@ def write_report(spec: StudySpec) -> Path:
         "",
     ]
     baseline = next(iter(spec.arms))  # the first arm: the others are compared with it task by task
-    stored = _stored_baselines(spec)
+    stored = stored_baselines(report)
     temperatures: set[float] = set()  # of the runs' held-out evaluations
     figure, axes = plt.subplots(1, len(spec.families), figsize=(6 * len(spec.families), 4), squeeze=False)
     for panel, family in zip(axes[0], spec.families, strict=True):
@@ -491,7 +230,7 @@ def write_report(spec: StudySpec) -> Path:
             (arm, seed): result
             for arm in spec.arms
             for seed in spec.seeds
-            if (result := read_result(spec, family, arm, seed)) is not None
+            if (result := read_result(report, family, arm, seed)) is not None
         }
         lines += [
             f"## {family}",
@@ -561,11 +300,11 @@ def write_report(spec: StudySpec) -> Path:
         "![curves](curves.png)",
         "",
     ]
-    if (spec.report / "FINDINGS.md").is_file():  # written by hand once the runs are in; the report never overwrites it
+    if (report / "FINDINGS.md").is_file():  # written by hand once the runs are in; the report never overwrites it
         lines += ["What the figures show, and what they do not: [FINDINGS.md](FINDINGS.md).", ""]
     figure.tight_layout()
-    figure.savefig(spec.report / "curves.png", dpi=120)
+    figure.savefig(report / "curves.png", dpi=120)
     plt.close(figure)
-    readme = spec.report / "README.md"
+    readme = report / "README.md"
     readme.write_text("\n".join(lines))
     return readme
