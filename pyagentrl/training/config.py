@@ -13,6 +13,7 @@ the trainer calls before it builds anything.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import re
@@ -101,6 +102,12 @@ class KLEstimator(StrEnum):
 class Layout(StrEnum):
     step = auto()
     trajectory = auto()
+
+
+class WandbMode(StrEnum):
+    online = auto()
+    offline = auto()
+    disabled = auto()
 
 
 @dataclass
@@ -242,6 +249,20 @@ class CheckpointSection:
 
 
 @dataclass
+class LoggingSection:
+    """Where each iteration's metrics go besides ``metrics.jsonl`` and TensorBoard (always written): Weights & Biases,
+    which gets the run's config and, per iteration, the numbers TensorBoard gets (docs/training.md)."""
+
+    wandb: bool = False  # also log to a W&B run (needs the wandb package: pip install 'pyagentrl[wandb]')
+    wandb_project: str = "pyagentrl"  # the W&B project
+    wandb_entity: str | None = None  # the W&B user or team (None: your default entity)
+    # online, offline (files only, in <run>/wandb/: upload later with `wandb sync`) or disabled; None: W&B's own
+    # default, which follows the WANDB_MODE environment variable
+    wandb_mode: WandbMode | None = None
+    wandb_tags: list[str] = field(default_factory=list)  # tags of the W&B run
+
+
+@dataclass
 class TrainConfig:
     name: str = "run"  # the run directory is <output_dir>/<name>-<time>
     output_dir: str = "runs"  # where run directories are made
@@ -256,6 +277,7 @@ class TrainConfig:
     actor: ActorSection = field(default_factory=ActorSection)  # the update: optimizer, loss, DeepSpeed, LoRA
     eval: EvalSection = field(default_factory=EvalSection)  # held-out scores in the run
     checkpoint: CheckpointSection = field(default_factory=CheckpointSection)  # when to save, how many to keep
+    logging: LoggingSection = field(default_factory=LoggingSection)  # W&B beside metrics.jsonl and TensorBoard
 
 
 class ConfigError(ValueError):
@@ -372,6 +394,13 @@ def save_config(config: TrainConfig, path: Path) -> None:
     path.write_text(to_yaml(config))
 
 
+def to_dict(config: TrainConfig) -> dict[str, Any]:
+    """The config as plain nested dicts, lists and scalars (choices as their names): what ``config.yaml`` holds."""
+    omegaconf = _omegaconf()
+    container = omegaconf.OmegaConf.to_container(omegaconf.OmegaConf.structured(config), enum_to_str=True)
+    return dict(container)
+
+
 def optimizer_steps(config: TrainConfig) -> int:
     """The optimizer steps of a whole run, as the learning-rate schedule counts them."""
     return config.iterations * config.actor.ppo_epochs * config.actor.minibatches
@@ -391,6 +420,13 @@ def validate(config: TrainConfig, world_size: int = 1) -> None:
     need(config.iterations >= 1, "iterations", f"must be >= 1, got {config.iterations}")
     need(config.seed >= 0, "seed", f"must be >= 0, got {config.seed}")
     need(config.threads is None or config.threads >= 1, "threads", f"must be >= 1, got {config.threads}")
+    if config.logging.wandb:  # located, not imported: importing it is the logger's business, and only when it is on
+        need(
+            importlib.util.find_spec("wandb") is not None,
+            "logging.wandb",
+            "needs the wandb package: pip install 'pyagentrl[wandb]' (or pip install wandb)",
+        )
+        need(bool(config.logging.wandb_project), "logging.wandb_project", "must not be empty")
     need(env.name in ENVS, "env.name", f"unknown environment {env.name!r}; expected one of {sorted(ENVS)}")
     need(env.num_groups >= 1, "env.num_groups", f"must be >= 1, got {env.num_groups}")
     need(env.group_size >= 1, "env.group_size", f"must be >= 1, got {env.group_size}")

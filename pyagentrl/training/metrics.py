@@ -1,9 +1,10 @@
 """Per-iteration metrics: what a rollout measured (success, lengths, anchor groups and their purity), one JSON
-object per line in ``metrics.jsonl`` (flushed and synced each iteration), TensorBoard scalars, and a live display on
-the terminal.
+object per line in ``metrics.jsonl`` (flushed and synced each iteration), TensorBoard scalars, optionally a Weights &
+Biases run (``logging.wandb``), and a live display on the terminal.
 
 On resume the log is cut back to the iterations before the checkpoint (they will be made again, identically), and
-TensorBoard purges its later events: no line is lost or written twice.
+TensorBoard purges its later events: no line is lost or written twice. W&B's history cannot be cut back: a resumed
+W&B run keeps the steps it already holds (see :class:`WandbRun`); ``metrics.jsonl`` is the record.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import secrets
+import string
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,8 +25,10 @@ from pyagentrl.ops import factorize_pairs
 
 if TYPE_CHECKING:
     from pyagentrl.rollout import Rollout
+    from pyagentrl.training.config import TrainConfig
 
 METRICS_FILE = "metrics.jsonl"
+WANDB_ID_FILE = "wandb_id"  # the run's W&B id, made once: --resume continues the same W&B run
 
 
 def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
@@ -40,14 +45,84 @@ def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
     return rows
 
 
-class MetricsLog:
-    """Writes metrics from rank 0; ``start`` is the first iteration this process will make."""
+def scalars(metrics: dict[str, Any]) -> dict[str, float]:
+    """The numbers of an iteration's metrics under their logger keys (``seconds_update`` as ``seconds/update``): what
+    TensorBoard and W&B get. The iteration itself is their step, not a value."""
+    return {
+        key.replace("seconds_", "seconds/"): value
+        for key, value in metrics.items()
+        if key != "iteration" and isinstance(value, (int, float)) and not isinstance(value, bool)
+    }
 
-    def __init__(self, run_dir: Path, start: int) -> None:
+
+class WandbRun:
+    """A Weights & Biases run for a training run (rank 0): the run's config, then each iteration's :func:`scalars`
+    at step = iteration. ``wandb`` is imported here only, so nothing imports it while ``logging.wandb`` is off.
+
+    W&B writes its files under ``<run_dir>/wandb/`` (offline runs in ``offline-run-*``, for `wandb sync`). The W&B id
+    is kept in ``<run_dir>/wandb_id`` and the run opened with ``resume="allow"``, so that a resumed training run
+    continues the same W&B run. W&B's steps only go forward: an online W&B run resumes after the last step it holds,
+    which after a kill may be past the checkpoint. The iterations made again below that step go to ``metrics.jsonl``
+    and TensorBoard only (W&B would drop them with a warning each), and W&B keeps the values logged before the kill.
+    """
+
+    def __init__(self, run_dir: Path, config: TrainConfig) -> None:
+        import wandb
+
+        from pyagentrl.training.config import ConfigError, to_dict
+
+        id_file = run_dir / WANDB_ID_FILE
+        if id_file.is_file():
+            run_id = id_file.read_text().strip()
+        else:  # W&B's own form: 8 characters of a-z and 0-9
+            run_id = "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(8))
+            atomic_write(id_file, run_id + "\n")
+        section = config.logging
+        try:
+            self.run = wandb.init(
+                project=section.wandb_project,
+                entity=section.wandb_entity,
+                mode=None if section.wandb_mode is None else str(section.wandb_mode),  # type: ignore[arg-type]
+                name=run_dir.name,
+                dir=str(run_dir),
+                id=run_id,
+                resume="allow",
+                tags=list(section.wandb_tags) or None,
+                config=to_dict(config),
+                reinit="create_new",  # this object's run, not wandb's global one
+            )
+        except wandb.errors.Error as exc:  # no login, an unknown entity, ...: one line, as a bad setting gets
+            raise ConfigError(f"logging.wandb: W&B could not start a run: {' '.join(str(exc).split())}") from None
+        self.first_step = int(self.run.starting_step)  # 0, or after the steps a resumed online W&B run holds
+        self.skipped = False
+
+    def write(self, metrics: dict[str, Any]) -> None:
+        step = int(metrics["iteration"])
+        if step < self.first_step:
+            if not self.skipped:
+                print(
+                    f"W&B run {self.run.id} already holds steps up to {self.first_step - 1}: iterations before "
+                    f"{self.first_step} go to metrics.jsonl and TensorBoard only",
+                    flush=True,
+                )
+                self.skipped = True
+            return
+        self.run.log(scalars(metrics), step=step)
+
+    def close(self, exit_code: int = 0) -> None:
+        self.run.finish(exit_code=exit_code)
+
+
+class MetricsLog:
+    """Writes metrics from rank 0; ``start`` is the first iteration this process will make. ``wandb``, when given,
+    also gets each iteration's metrics, and is finished by :meth:`close`."""
+
+    def __init__(self, run_dir: Path, start: int, wandb: WandbRun | None = None) -> None:
         self.path = run_dir / METRICS_FILE
         kept = [row for row in read_metrics(run_dir) if row.get("iteration", math.inf) < start]
         atomic_write(self.path, "".join(json.dumps(row) + "\n" for row in kept))
         self.file = open(self.path, "a")  # noqa: SIM115 - open for the life of the run
+        self.wandb = wandb
         self.writer = None
         try:
             from torch.utils.tensorboard import SummaryWriter
@@ -62,15 +137,19 @@ class MetricsLog:
         os.fsync(self.file.fileno())
         if self.writer is not None:
             step = int(metrics["iteration"])
-            for key, value in metrics.items():
-                if key != "iteration" and isinstance(value, (int, float)) and not isinstance(value, bool):
-                    self.writer.add_scalar(key.replace("seconds_", "seconds/"), value, step)
+            for key, value in scalars(metrics).items():
+                self.writer.add_scalar(key, value, step)
             self.writer.flush()
+        if self.wandb is not None:
+            self.wandb.write(metrics)
 
-    def close(self) -> None:
+    def close(self, exit_code: int = 0) -> None:
+        """``exit_code``: W&B's, for the run's state there (0: finished; otherwise failed)."""
         self.file.close()
         if self.writer is not None:
             self.writer.close()
+        if self.wandb is not None:
+            self.wandb.close(exit_code)
 
 
 class Display:

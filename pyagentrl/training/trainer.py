@@ -34,7 +34,7 @@ from pyagentrl.training import checkpoint
 from pyagentrl.training.config import TrainConfig, optimizer_steps, save_config, to_yaml, validate
 from pyagentrl.training.distributed import World, init_world, world_size_from_env
 from pyagentrl.training.evaluate import baselines_line, describe_tasks, eval_summary, score_line, score_policy
-from pyagentrl.training.metrics import Display, MetricsLog, rollout_metrics
+from pyagentrl.training.metrics import Display, MetricsLog, WandbRun, rollout_metrics
 from pyagentrl.training.plot import EVAL_FILE
 from pyagentrl.training.seeding import Stream, held_out_seeds, iteration_seed, task_seeds
 from pyagentrl.training.settings import advantage_config, rollout_config
@@ -143,6 +143,9 @@ def train(config: TrainConfig, resume: str | Path | None = None) -> Path:
         config.actor.deepspeed = "deepspeed.json"  # the run directory keeps its own copy
         save_config(config, run_dir / "config.yaml")
         print(f"Run directory: {run_dir}\nResolved config:\n{to_yaml(config)}", flush=True)
+    # Opened before the model loads, so that a W&B setting that cannot work (no login, an unknown entity) stops the
+    # run in seconds; finished by the metrics log's close, or by wandb's exit hook if the set-up fails.
+    wandb_run = WandbRun(run_dir, config) if world.is_main and config.logging.wandb else None
     learner = Learner(
         model_path,
         config.actor,
@@ -165,7 +168,7 @@ def train(config: TrainConfig, resume: str | Path | None = None) -> Path:
     if config.eval.tasks > 0 and config.eval.untrained and start == 0:
         _score_and_record(run_dir, "untrained", engine, config, world)
 
-    log = MetricsLog(run_dir, start) if world.is_main else None
+    log = MetricsLog(run_dir, start, wandb_run) if world.is_main else None
     display = Display(config.iterations, start) if world.is_main else None
     groups_per_rank = config.env.num_groups // world.size
     envs = EnvBatch(
@@ -176,6 +179,7 @@ def train(config: TrainConfig, resume: str | Path | None = None) -> Path:
         backend=config.env.backend,
     )
     run = _Run(config, world, learner, engine, envs, StateKeyer(mode=config.anchors.mode, **config.anchors.options))  # type: ignore[arg-type]
+    failed = True  # until the loop ends: W&B marks the run failed otherwise
     try:
         for iteration in range(start, config.iterations):
             metrics = _iteration(run, iteration)
@@ -191,12 +195,13 @@ def train(config: TrainConfig, resume: str | Path | None = None) -> Path:
                 )
                 if world.is_main:
                     print(f"Checkpoint {saved} ({time.perf_counter() - clock:.1f} s)", flush=True)
+        failed = False
     finally:
         envs.close()
         if display is not None:
             display.close()
         if log is not None:
-            log.close()
+            log.close(exit_code=1 if failed else 0)
     if config.eval.tasks > 0:
         _score_and_record(run_dir, "trained", engine, config, world)
     if world.is_main:
