@@ -3,6 +3,8 @@
 pyagentrl train CONFIG [key=value ...]       train from a YAML config (train/configs/), with overrides
 pyagentrl train --resume RUN_DIR [key=value ...]
 pyagentrl eval CHECKPOINT [--tasks N]        success rate on held-out tasks, with a 95 % interval
+pyagentrl export CHECKPOINT OUT_DIR          the checkpoint's policy as a plain HF model directory (LoRA merged,
+                                             with the tokenizer): transformers and vLLM load it as it is
 pyagentrl plot RUN_DIR                       the run's curves as a PNG
 pyagentrl study SPEC [--report-only]         every arm x seed x family of a study, resumable, then its report
 pyagentrl baselines CONFIG [key=value ...]   a random mover, the best blind sequence and the untrained policy on the
@@ -45,6 +47,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     evaluate.add_argument("--engine", choices=("vllm", "hf"), help="the rollout engine (default: the run's)")
     evaluate.add_argument("--temperature", type=float, help="sampling temperature (default: the run's; 0: greedy)")
+    export = commands.add_parser(
+        "export", help="write a checkpoint's policy as a plain HF model directory (LoRA merged, with the tokenizer)"
+    )
+    export.add_argument(
+        "checkpoint", metavar="CHECKPOINT", help="a checkpoint directory: <run>/checkpoints/iter_NNNNNN"
+    )
+    export.add_argument(
+        "out_dir", metavar="OUT_DIR", help="a new or empty directory for config.json, the safetensors and the tokenizer"
+    )
     plot = commands.add_parser("plot", help="draw a run's curves as a PNG")
     plot.add_argument("run_dir")
     study = commands.add_parser("study", help="train and evaluate every arm of a study spec (resumable), then report")
@@ -105,6 +116,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         return
     from pyagentrl.training.checkpoint import ResumeError
     from pyagentrl.training.config import ConfigError
+    from pyagentrl.training.export import ExportError
 
     try:
         if args.command == "train":
@@ -124,6 +136,10 @@ def main(argv: Sequence[str] | None = None) -> None:
             from pyagentrl.training.evaluate import evaluate_checkpoint
 
             evaluate_checkpoint(args.checkpoint, tasks=args.tasks, engine=args.engine, temperature=args.temperature)
+        elif args.command == "export":
+            from pyagentrl.training.export import export_checkpoint
+
+            export_checkpoint(args.checkpoint, args.out_dir)
         elif args.command == "plot":
             from pyagentrl.training.plot import plot_run
 
@@ -142,7 +158,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 raise SystemExit(1) from None
         elif args.command == "baselines":
             _baselines(args)
-    except (ConfigError, ResumeError, FileNotFoundError) as exc:
+    except (ConfigError, ResumeError, ExportError, FileNotFoundError) as exc:
         print(f"pyagentrl {args.command}: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
 

@@ -135,6 +135,33 @@ def read_state(path: Path, world_size: int) -> dict[str, Any]:
     return state
 
 
+def is_lora_checkpoint(path: Path) -> bool:
+    """Whether the checkpoint at ``path`` holds a LoRA adapter (``model/`` in peft's format), not full weights."""
+    return bool(json.loads((path / "state.json").read_text()).get("lora", False))
+
+
+def load_checkpoint_policy(path: Path) -> Any:
+    """The policy of the checkpoint at ``path`` as a transformers causal LM, in the dtype it was saved in: the full
+    weights of ``model/``, or for a LoRA run the run's base model (its config's ``model``) with the adapter of
+    ``model/`` on it, unmerged (a peft model: ``actor.hf_weights`` or peft's ``merge_and_unload`` merge it). What
+    `pyagentrl eval` and `pyagentrl export` load."""
+    from transformers import AutoModelForCausalLM
+
+    from pyagentrl.rollout.models import resolve_model
+    from pyagentrl.training.config import load_config
+
+    if not is_lora_checkpoint(path):
+        return AutoModelForCausalLM.from_pretrained(path / "model", dtype="auto")
+    try:
+        from peft import PeftModel
+    except ImportError as exc:
+        raise ImportError(
+            f"{path} holds a LoRA adapter, which needs peft: pip install 'pyagentrl[train]' ({exc})"
+        ) from exc
+    base_path = resolve_model(load_config(path / "config.yaml").model)
+    return PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base_path, dtype="auto"), path / "model")
+
+
 def restore(path: Path, state: dict[str, Any], learner: Any, world: World) -> int:
     """Loads the checkpoint at ``path`` (``state`` from :func:`read_state`) into ``learner`` and this rank's RNGs
     (a collective call); returns the next iteration."""

@@ -18,6 +18,7 @@ from pyagentrl.envs import EnvBatch, env_factory, prompt_family
 from pyagentrl.hashing import StateKeyer
 from pyagentrl.rollout import RolloutEngine, collect, make_engine
 from pyagentrl.rollout.models import resolve_model
+from pyagentrl.training.checkpoint import is_lora_checkpoint, load_checkpoint_policy
 from pyagentrl.training.config import TrainConfig, load_config
 from pyagentrl.training.seeding import held_out_seeds
 from pyagentrl.training.settings import rollout_config
@@ -57,19 +58,15 @@ def score_policy(
     }
 
 
-def _engine(checkpoint: Path, base_model: str, name: str, options: dict[str, Any]) -> RolloutEngine:
-    state = json.loads((checkpoint / "state.json").read_text())
-    if not state["lora"]:
+def checkpoint_engine(checkpoint: Path, base_model: str, name: str, options: dict[str, Any]) -> RolloutEngine:
+    """The engine ``name`` holding the policy of ``checkpoint``: its ``model/`` directory, or for a LoRA run the base
+    model ``base_model`` (the run's ``model`` setting) with the adapter's merged weights sent in."""
+    if not is_lora_checkpoint(checkpoint):
         return make_engine(name, checkpoint / "model", **options)
-    from peft import PeftModel
-    from transformers import AutoModelForCausalLM
-
     from pyagentrl.training.actor import hf_weights
 
-    base_path = resolve_model(base_model)
-    engine = make_engine(name, base_path, **options)
-    policy = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base_path), checkpoint / "model")
-    engine.update_weights(hf_weights(policy))
+    engine = make_engine(name, resolve_model(base_model), **options)
+    engine.update_weights(hf_weights(load_checkpoint_policy(checkpoint)))
     return engine
 
 
@@ -84,7 +81,7 @@ def evaluate_checkpoint(
     config = load_config(path / "config.yaml")
     name = engine or config.rollout.engine
     options = dict(config.rollout.engine_options) if name == config.rollout.engine else {}
-    policy = _engine(path, config.model, name, options)
+    policy = checkpoint_engine(path, config.model, name, options)
     try:
         score = score_policy(policy, config, tasks, temperature)
     finally:
