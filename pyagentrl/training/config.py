@@ -368,8 +368,13 @@ def _choice_at(key: str) -> type[StrEnum] | None:
         hints = get_type_hints(kind) if isinstance(kind, type) and is_dataclass(kind) else {}
         if part not in hints:
             return None
-        kind = next((k for k in (hints[part], *getattr(hints[part], "__args__", ())) if isinstance(k, type)), None)
+        kind = _named_class(hints[part])
     return kind if isinstance(kind, type) and issubclass(kind, StrEnum) else None
+
+
+def _named_class(hint: Any) -> type | None:
+    """The class a field's type hint names (``X`` for ``X`` and for ``X | None``), or None."""
+    return next((k for k in (hint, *getattr(hint, "__args__", ())) if isinstance(k, type)), None)
 
 
 def _unknown_choice(key: str, value: object, choice: type[StrEnum]) -> str:
@@ -567,7 +572,6 @@ def _check_choices(section: Any, prefix: str = "") -> None:
         if is_dataclass(value):
             _check_choices(value, key + ".")
             continue
-        kinds = [h for h in (hints[f.name], *getattr(hints[f.name], "__args__", ())) if isinstance(h, type)]
-        choice = next((k for k in kinds if issubclass(k, StrEnum)), None)
-        if choice is not None and value is not None and value not in set(choice):
+        choice = _named_class(hints[f.name])
+        if choice is not None and issubclass(choice, StrEnum) and value is not None and value not in set(choice):
             raise ConfigError(_unknown_choice(key, value, choice))
