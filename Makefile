@@ -93,9 +93,10 @@ lint: $(STAMP)/deps
 # Every CPU benchmark, one after the other, each with the arguments of the Command line of its section of
 # benchmarks/RESULTS.md; `make bench WRITE=1` also rewrites those sections (--write) and the summary at the top. The
 # GPU check is not here (bash benchmarks/device_check.sh, on a GPU machine). Long: the times the sections state add
-# up to about 80 minutes on their 2-core machines (bench_learning trains three ~15-minute runs, bench_embeddings
-# encodes for ~14 min, bench_train's two comparisons take ~15 min and bench_rollout's three engines ~8 min), and the
-# others state none; a failed check stops it (each script exits non-zero).
+# up to about 90 minutes on their 2-core machines (bench_learning trains three ~15-minute runs, bench_embeddings
+# encodes for ~14 min, bench_train's two comparisons take ~15 min, bench_rollout's three engines ~8 min and
+# bench_zero_memory's six worlds ~7 min), and the others state none; a failed check stops it (each script exits
+# non-zero).
 BENCH_WRITE := $(if $(filter 1,$(WRITE)),--write,)
 bench: setup
 	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_ops.py $(BENCH_WRITE)
@@ -106,6 +107,7 @@ bench: setup
 	$(PY) benchmarks/bench_train.py --compare precision --iterations 3 $(BENCH_WRITE)
 	$(PY) benchmarks/bench_train.py --compare learner --iterations 4 $(BENCH_WRITE)
 	$(PY) benchmarks/bench_learning.py $(BENCH_WRITE)
+	$(PY) benchmarks/bench_zero_memory.py --config train/configs/default.yaml --ranks 1 2 $(BENCH_WRITE)
 
 clean:
 	rm -rf build dist rust_hash/target $(VENV)

@@ -113,7 +113,9 @@ def _decode(decoder: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor,
     """[B, T, H] last hidden states; with a shared prefix of P tokens, the prefix is decoded once (its keys and values
     repeated for every row, differentiably) and only the rows' own tokens after it are decoded per row."""
     rows = input_ids.shape[0]
-    if shared_prefix < 1 or rows < 2:
+    # Gradient checkpointing turns the decoder's key-value cache off in training, and the prefix's keys are that cache.
+    checkpointing = decoder.training and getattr(decoder, "gradient_checkpointing", False)
+    if shared_prefix < 1 or rows < 2 or checkpointing:
         return decoder(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
     p = shared_prefix
     head = decoder(input_ids=input_ids[:1, :p], attention_mask=attention_mask[:1, :p], use_cache=True)
@@ -194,7 +196,8 @@ def hf_weights(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
             yield name.replace(".base_layer.", "."), param.detach()
 
 
-def save_pretrained(model: Any, tokenizer: Any, out: Path) -> None:
-    """The policy as an HF directory: full weights, or the LoRA adapter (peft's format) for full or LoRA runs."""
-    model.save_pretrained(out)
+def save_pretrained(model: Any, tokenizer: Any, out: Path, state_dict: dict[str, torch.Tensor] | None = None) -> None:
+    """The policy as an HF directory: full weights, or the LoRA adapter (peft's format) for full or LoRA runs.
+    ``state_dict``: the model's weights where its own are partitioned (ZeRO-3), under its ``state_dict`` names."""
+    model.save_pretrained(out, state_dict=state_dict)
     tokenizer.save_pretrained(out)

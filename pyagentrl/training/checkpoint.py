@@ -61,8 +61,9 @@ def save(
     lora = actor_lib.is_lora(learner.model)
     learner.engine.save_checkpoint(str(tmp), tag="deepspeed", save_latest=False, exclude_frozen_parameters=lora)
     torch.save(rng_state(), tmp / "rng" / f"rank{world.rank}.pt")
+    state_dict = learner.state_dict()  # collective: gathered onto rank 0 under ZeRO-3
     if world.is_main:
-        actor_lib.save_pretrained(learner.model, tokenizer, tmp / "model")
+        actor_lib.save_pretrained(learner.model, tokenizer, tmp / "model", state_dict)
         save_config(config, tmp / "config.yaml")  # its actor.deepspeed names the copy next to it
         (tmp / "deepspeed.json").write_text(json.dumps(learner.ds_config, indent=2) + "\n")
         state = {"next_iteration": iterations_done, "lora": lora, "world_size": world.size}

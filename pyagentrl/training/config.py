@@ -448,6 +448,14 @@ def validate(config: TrainConfig, world_size: int = 1) -> None:
         "importance ratio; evaluate greedily with eval.temperature=0 instead)",
     )
     need(0 < rollout.top_p <= 1, "rollout.top_p", f"must lie in (0, 1], got {rollout.top_p}")
+    parallel = rollout.engine_options.get("tensor_parallel_size", 1)
+    need(
+        rollout.engine != "vllm" or world_size == 1 or parallel == 1,
+        "rollout.engine_options.tensor_parallel_size",
+        f"{parallel} on {world_size} trainer ranks: each rank's vLLM engine is built in the trainer's process group "
+        "(external_launcher) and plays that rank's own task groups, while tensor parallelism needs every rank of a "
+        "group to send the same prompts; use 1, or one trainer process (vLLM then starts its own workers)",
+    )
     need(
         alg.estimator in ADV_ESTIMATORS,
         "algorithm.estimator",
@@ -555,13 +563,40 @@ def validate(config: TrainConfig, world_size: int = 1) -> None:
         ds = json.loads(Path(actor.deepspeed).read_text())
     except (OSError, json.JSONDecodeError) as exc:
         raise ConfigError(f"actor.deepspeed: {actor.deepspeed} is not a readable JSON file ({exc})") from None
-    stage = ds.get("zero_optimization", {}).get("stage", 0) if isinstance(ds, dict) else None
-    need(
-        stage in (0, 1, 2),
-        "actor.deepspeed",
-        f"ZeRO stage {stage} in {actor.deepspeed}: the trainer supports stages 0-2 (stage 3 partitions the "
-        "weights, which the weight sync and the hand-set accumulation boundary do not handle yet)",
-    )
+    _check_deepspeed(ds, actor, world_size)
+
+
+#: DeepSpeed settings the trainer derives (from actor.micro_batch_size and the world size) and fills in itself.
+DERIVED_DEEPSPEED_KEYS = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
+
+
+def _check_deepspeed(ds: Any, actor: ActorSection, world_size: int) -> None:
+    """A ZeRO JSON the trainer can run on ``world_size`` ranks: a stage 0-3, batch settings that agree with those the
+    trainer sets, and sub-groups of ranks (hpZ, MiCS) that divide the world."""
+    name = f"actor.deepspeed: {actor.deepspeed}"
+    if not isinstance(ds, dict) or not isinstance(ds.get("zero_optimization", {}), dict):
+        raise ConfigError(f"{name} is not a DeepSpeed config (a JSON object with a zero_optimization object)")
+    zero = ds.get("zero_optimization", {})
+    stage = zero.get("stage", 0)
+    if stage not in (0, 1, 2, 3):
+        raise ConfigError(f"{name} sets ZeRO stage {stage!r}; expected one of 0, 1, 2, 3")
+    derived = {
+        "train_micro_batch_size_per_gpu": actor.micro_batch_size,
+        "gradient_accumulation_steps": 1,  # the learner sets each minibatch's accumulation boundary itself
+        "train_batch_size": actor.micro_batch_size * world_size,
+    }
+    for key, value in derived.items():
+        if key in ds and ds[key] not in (value, "auto"):
+            raise ConfigError(
+                f"{name} sets {key}={ds[key]!r}, which does not fit actor.micro_batch_size={actor.micro_batch_size} "
+                f"on {world_size} rank(s) (the trainer sets it to {value}): remove it"
+            )
+    for key in ("zero_hpz_partition_size", "mics_shard_size"):
+        size = zero.get(key)
+        if size is not None and (not isinstance(size, int) or size < 1 or world_size % size):
+            raise ConfigError(
+                f"{name} sets zero_optimization.{key}={size!r}, which does not divide {world_size} rank(s)"
+            )
 
 
 def _check_choices(section: Any, prefix: str = "") -> None:

@@ -16,6 +16,7 @@ the gradient of the one-process loss on the same rows, whatever the number of ra
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import time
@@ -96,6 +97,51 @@ def use_bf16(actor: ActorSection) -> bool:
     return torch.cuda.is_bf16_supported() if torch.cuda.is_available() else cpu_has_bf16()
 
 
+class PolicyScorer(torch.nn.Module):
+    """The policy behind a forward that returns log-probs (:func:`pyagentrl.training.actor.token_logprobs`) instead
+    of logits: the module DeepSpeed wraps, so that every forward of the policy goes through ``engine(...)``. DeepSpeed
+    needs that: its forward counts micro-steps (ZeRO-3 accumulates a micro-batch's gradient only after a forward
+    through the engine; without one, each micro-batch's gradient replaces the last) and, under ZeRO-3, gathers the
+    weights a forward reads outside their own module (the LM head's, read by ``token_logprobs``)."""
+
+    def __init__(self, policy: Any, temperature: float, top_p: float) -> None:
+        super().__init__()
+        self.policy = policy
+        self.temperature, self.top_p = temperature, top_p
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        response_mask: torch.Tensor,
+        with_entropy: bool = False,
+        base: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``base``: the LoRA policy's base model (its adapter disabled), the reference of a LoRA run."""
+        with self.policy.disable_adapter() if base else contextlib.nullcontext():
+            return score_tokens(
+                self.policy, input_ids, attention_mask, response_mask, with_entropy, self.temperature, self.top_p
+            )
+
+
+def score_tokens(
+    model: Any,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    response_mask: torch.Tensor,
+    with_entropy: bool,
+    temperature: float,
+    top_p: float,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """:func:`pyagentrl.training.actor.token_logprobs`, with a prompt the rows share (a task group's first turn)
+    decoded once when that saves a forward's worth of tokens."""
+    shared = actor_lib.shared_prefix_length(input_ids, attention_mask)
+    shared = shared if shared * (input_ids.shape[0] - 1) >= MIN_SHARED_TOKENS else 0
+    return actor_lib.token_logprobs(
+        model, input_ids, attention_mask, response_mask, with_entropy, temperature, top_p, shared
+    )
+
+
 def deepspeed_config(actor: ActorSection, world: World) -> dict[str, Any]:
     """The ZeRO JSON of ``actor.deepspeed`` with what the trainer decides filled in (batch sizes, clipping, bf16:
     DeepSpeed's bf16 mode on GPUs; on CPUs the learner autocasts instead)."""
@@ -144,8 +190,9 @@ class Learner:
         )
         # DeepSpeed steps the schedule after each optimizer step and keeps its state in its checkpoints.
         self.engine, *_ = deepspeed.initialize(
-            model=model, optimizer=optimizer, lr_scheduler=schedule, config=ds_config
+            model=PolicyScorer(model, temperature, top_p), optimizer=optimizer, lr_scheduler=schedule, config=ds_config
         )
+        self.zero3 = self.engine.zero_optimization_stage() == 3
         self.reference = None
         if actor.kl.coef > 0 and not actor_lib.is_lora(model):
             # In the policy's compute dtype (bf16 under DeepSpeed's bf16 mode), so that the KL is 0 at the start.
@@ -159,14 +206,33 @@ class Learner:
 
     @property
     def model(self) -> Any:
-        return self.engine.module
+        """The policy (a transformers model, or its peft wrapper); under ZeRO-3 its weights are partitioned."""
+        return self.engine.module.policy
 
-    def _dtype(self) -> torch.dtype:
-        return next(self.model.parameters()).dtype
+    def _whole(self) -> Any:
+        """A context in which every weight of the policy is whole on every rank (a collective call under ZeRO-3)."""
+        if not self.zero3:
+            return contextlib.nullcontext()
+        import deepspeed
+
+        return deepspeed.zero.GatheredParameters(list(self.model.parameters()), modifier_rank=None)
 
     def weights(self) -> list[tuple[str, torch.Tensor]]:
-        """The policy's weights in HF names (LoRA merged), in float32, for the rollout engine."""
-        return [(name, t.float()) for name, t in actor_lib.hf_weights(self.model)]
+        """The policy's weights in HF names (LoRA merged), in float32, for the rollout engine (a collective call:
+        under ZeRO-3 every rank gathers them, as every rank's engine holds the whole policy)."""
+        with self._whole():  # copies under ZeRO-3: the gathered storage is released when the context ends
+            return [(name, t.to(torch.float32, copy=self.zero3)) for name, t in actor_lib.hf_weights(self.model)]
+
+    def state_dict(self) -> dict[str, torch.Tensor] | None:
+        """The policy's state dict (peft's names for a LoRA run) for its HF directory, or None where the policy's own
+        ``state_dict`` is whole. A collective call: under ZeRO-3 the weights are gathered, one module at a time, onto
+        rank 0 (None on the others), as transformers' Trainer does."""
+        if not self.zero3:
+            return None
+        gathered = self.engine._zero3_consolidated_16bit_state_dict()  # in the weights' own dtype, despite the name
+        if gathered is None:
+            return None
+        return {key.removeprefix("policy."): value for key, value in gathered.items()}
 
     def score(
         self, tokens: TokenBatch, rows: torch.Tensor | None = None, *, policy: bool = True, reference: bool = True
@@ -199,27 +265,17 @@ class Learner:
             ids, attention, mask, width = self._rows(tokens, chunk)
             with self._precision():
                 if policy:
-                    old[start : start + len(chunk), :width] = self._logprobs(self.model, ids, attention, mask).cpu()
+                    old[start : start + len(chunk), :width] = self.engine(ids, attention, mask)[0].cpu()
                 if ref is not None:
                     if self.reference is None:  # LoRA: the base model is the reference
-                        with self.model.disable_adapter():
-                            lp = self._logprobs(self.model, ids, attention, mask)
+                        lp = self.engine(ids, attention, mask, base=True)[0]
                     else:
-                        lp = self._logprobs(self.reference, ids, attention, mask)
+                        lp = score_tokens(self.reference, ids, attention, mask, False, self.temperature, self.top_p)[0]
                     ref[start : start + len(chunk), :width] = lp.cpu()
         return old, ref
 
     def _precision(self) -> Any:
         return torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.autocast)
-
-    def _logprobs(
-        self, model: Any, ids: torch.Tensor, attention: torch.Tensor, mask: torch.Tensor, with_entropy: bool = False
-    ) -> Any:
-        # A prompt the rows share (a task group's first turn) is decoded once, when that saves a forward's worth.
-        shared = actor_lib.shared_prefix_length(ids, attention)
-        shared = shared if shared * (ids.shape[0] - 1) >= MIN_SHARED_TOKENS else 0
-        out = actor_lib.token_logprobs(model, ids, attention, mask, with_entropy, self.temperature, self.top_p, shared)
-        return out if with_entropy else out[0]
 
     def _rows(self, tokens: TokenBatch, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
         """The rows' input ids, attention and response mask on the engine's device, trimmed to their longest row."""
@@ -324,7 +380,7 @@ class Learner:
         cfg = self.config
         ids, attention, mask, width = self._rows(tokens, rows)
         with self._precision():  # entropy: logged every iteration; its gradient is used only with entropy_coef > 0
-            logp, entropy = self._logprobs(self.model, ids, attention, mask, with_entropy=True)
+            logp, entropy = self.engine(ids, attention, mask, with_entropy=True)
         device, dtype = logp.device, logp.dtype
         mask = mask.to(dtype)
         if on_policy:

@@ -119,11 +119,12 @@ def update_on_rollout(learner: Learner, config: TrainConfig, rollout: Rollout, i
 def train(config: TrainConfig, resume: str | Path | None = None) -> Path:
     """Trains ``config`` and returns the run directory. With ``resume`` (a run directory; load its config with
     `load_run_config`), continues that run from its latest checkpoint. The config is checked before any work."""
-    validate(config, world_size_from_env())
-    model_path = resolve_model(config.model)
     run_dir = Path(resume).resolve() if resume is not None else None
     latest = checkpoint.latest(run_dir / "checkpoints") if run_dir is not None else None
+    # First: a run resumed on another number of processes would also fail the check of the batch sizes it recorded.
     state = checkpoint.read_state(latest, world_size_from_env()) if latest is not None else None
+    validate(config, world_size_from_env())
+    model_path = resolve_model(config.model)
 
     # ---- world, learner, engine (in this order: vLLM joins the process group DeepSpeed made) -------------------
     world = init_world()

@@ -24,6 +24,7 @@ def main(rollout_path: str, out: str, overrides: list[str]) -> None:
     config = load_config(TINY, overrides)
     world = init_world()
     torch.set_num_threads(1)
+    torch.manual_seed(0)  # LoRA's A matrices start random: the same start in every run
     learner = Learner(
         resolve_model(config.model),
         config.actor,
@@ -36,8 +37,9 @@ def main(rollout_path: str, out: str, overrides: list[str]) -> None:
         rollout = pickle.load(f)
     old, _ = learner.score(rollout.tokens(config.actor.layout))  # the scoring pass alone, to compare the ranks' shares
     stats = update_on_rollout(learner, config, rollout, iteration=0).stats  # the trainer's own update
+    weights = dict(learner.weights())  # a collective call (ZeRO-3 gathers the weights on every rank)
     if world.is_main:
-        torch.save({"weights": dict(learner.weights()), "old": old, "stats": stats}, out)
+        torch.save({"weights": weights, "old": old, "stats": stats}, out)
 
 
 if __name__ == "__main__":
