@@ -4,9 +4,10 @@ other. Each run scores the untrained policy before its first update and the trai
 same 64 held-out tasks (task seeds never trained on, the same map) at the run's temperature; this script adds a
 greedy score of the final checkpoint and the wall time of the training iterations.
 
-    python benchmarks/bench_learning.py [--estimators grpo gigpo gagpo] [--write] [key=value ...]
+    python benchmarks/bench_learning.py [--estimators grpo gigpo gagpo] [--write] [--records DIR] [key=value ...]
 
-``--write`` replaces the "## Learning on a fixed map" section of RESULTS.md.
+``--write`` replaces the "## Learning on a fixed map" section of RESULTS.md; ``--records DIR`` keeps each run's
+record (its resolved config.yaml, metrics.jsonl and eval.json) in DIR/<estimator>/ (docs/study/fixed-task).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -36,7 +38,10 @@ def _pyagentrl(*args: str) -> str:
     return done.stdout
 
 
-def run(estimator: str, out: Path, overrides: list[str]) -> dict:
+RECORDS = ("config.yaml", "metrics.jsonl", "eval.json")
+
+
+def run(estimator: str, out: Path, overrides: list[str], records: Path | None) -> dict:
     clock = time.perf_counter()
     settings = [f"algorithm.estimator={estimator}", f"output_dir={out}", f"name={estimator}", *overrides]
     _pyagentrl("train", str(CONFIG), *settings)
@@ -48,6 +53,10 @@ def run(estimator: str, out: Path, overrides: list[str]) -> dict:
     checkpoint = run_dir / "checkpoints" / latest
     _pyagentrl("eval", str(checkpoint), "--tasks", str(record["trained"]["tasks"]), "--temperature", "0")
     greedy = json.loads((checkpoint / "eval.json").read_text())
+    if records is not None:
+        (records / estimator).mkdir(parents=True, exist_ok=True)
+        for name in RECORDS:
+            shutil.copyfile(run_dir / name, records / estimator / name)
     return {
         "estimator": estimator,
         "untrained": record["untrained"],
@@ -85,6 +94,21 @@ def table(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def baselines_text(results: list[dict]) -> str:
+    """The model-free baselines the runs scored on their held-out tasks (the same tasks in every run)."""
+    baselines = next((r["baselines"] for r in results if r["baselines"]), None)
+    if not baselines:
+        return "The runs scored no baselines (eval.baselines was off)."
+    mover, blind = baselines["random_mover"], baselines["blind_sequence"]
+    low, high = mover["ci95"]
+    return (
+        f"Baselines on the same {mover['tasks']} held-out tasks, scored by the runs: a uniform random mover "
+        f"{mover['successes']:g}/{mover['tasks']} (mean of {mover['passes']} passes, 95 % CI {low:.2f}-{high:.2f}); "
+        f"the best blind sequence of <= {blind['length']} moves chosen on task seeds {blind['selection_range'][0]}.."
+        f"{blind['selection_range'][1]} ({', '.join(blind['sequence'])}) {_score(blind)}."
+    )
+
+
 def headlines(results: list[dict], machine: str, date: str) -> list[Headline]:
     """The summary's lines: each estimator's trained score against the untrained policy's and, when the run scored
     them, a random mover's and the best blind sequence's, with the figures of the table."""
@@ -110,34 +134,43 @@ def headlines(results: list[dict], machine: str, date: str) -> list[Headline]:
     return out
 
 
+def write(results: list[dict], command: str) -> None:
+    """Replaces the section of RESULTS.md with the runs' table, baselines and headlines."""
+    text = table(results)
+    machine, date = f"{cpu_model()}, 2 cores", datetime.date.today()
+    write_section(
+        SECTION,
+        f"Command: `{command}`  \nMachine: {machine}, no GPU. Date: {date}.\n\n"
+        "`pyagentrl train train/configs/fixed-task.yaml` once per estimator: FrozenLake 4x4 with one map pinned "
+        "for every task (`map_seed: 12`, random start and goal), the embedded SmolLM2-135M-Instruct, vLLM engine "
+        "in bf16, full fine-tuning, conversation prompting with compact later turns, one row per episode. Held-out "
+        "score: 64 tasks (seeds 2^30.., the same map), one episode each, before the first update (untrained) and "
+        "after the last (trained), at the run's temperature 1 and greedy (the final checkpoint), with Wilson 95 % "
+        "intervals; 'apart' when the trained interval lies above the untrained one. 'training' sums the "
+        "iterations' wall time (rollout, update, weight sync; not start-up or scoring).\n\n"
+        f"{text}\n\n{baselines_text(results)}\n\nOne run (seed 0) per estimator: this shows that each of them "
+        "raises the reward of the policy it trains, on the task it trains on, far above a random mover and up to "
+        "the fixed route a blind search finds (equal to it greedily, not above it at temperature 1); not which is "
+        "faster, and not map reading: the policy learned one map's route (docs/learning.md; docs/study/learn and "
+        "docs/study/estimators have the random-map runs against honest baselines).",
+        headlines=headlines(results, machine, date.isoformat()),
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--estimators", nargs="+", default=["grpo", "gigpo", "gagpo"])
     parser.add_argument("--write", action="store_true")
+    parser.add_argument("--records", type=Path, help="keep each run's config, metrics and eval.json here")
     parser.add_argument("overrides", nargs="*", help="key=value overrides of the config")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        results = [run(e, Path(tmp), args.overrides) for e in args.estimators]
-    text = table(results)
-    print(text)
+        results = [run(e, Path(tmp), args.overrides, args.records) for e in args.estimators]
+    print(table(results))
     if args.write:
-        command = "python benchmarks/bench_learning.py --write" + "".join(f" {o}" for o in args.overrides)
-        machine, date = f"{cpu_model()}, 2 cores", datetime.date.today()
-        write_section(
-            SECTION,
-            f"Command: `{command}`  \nMachine: {machine}, no GPU. Date: {date}.\n\n"
-            "`pyagentrl train train/configs/fixed-task.yaml` once per estimator: FrozenLake 4x4 with one map pinned "
-            "for every task (`map_seed: 12`, random start and goal), the embedded SmolLM2-135M-Instruct, vLLM engine "
-            "in bf16, full fine-tuning, conversation prompting with compact later turns, one row per episode. Held-out "
-            "score: 64 tasks (seeds 2^30.., the same map), one episode each, before the first update (untrained) and "
-            "after the last (trained), at the run's temperature 1 and greedy (the final checkpoint), with Wilson 95 % "
-            "intervals; 'apart' when the trained interval lies above the untrained one. 'training' sums the "
-            "iterations' wall time (rollout, update, weight sync; not start-up or scoring).\n\n"
-            f"{text}\n\nOne run (seed 0) per estimator: this shows that each of them raises the reward of the policy "
-            "it trains, on the task it trains on, not which is faster; the policy learned one map, not to read maps "
-            "(docs/learning.md; docs/study/estimators has the random-map runs against honest baselines).",
-            headlines=headlines(results, machine, date.isoformat()),
-        )
+        records = f" --records {args.records}" if args.records else ""
+        overrides = "".join(f" {o}" for o in args.overrides)
+        write(results, f"python benchmarks/bench_learning.py --write{records}{overrides}")
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ import torch
 
 from pyagentrl.cache import atomic_write
 from pyagentrl.training import actor as actor_lib
-from pyagentrl.training.config import TrainConfig, save_config
+from pyagentrl.training.config import TrainConfig, recorded_deepspeed, save_config
 from pyagentrl.training.distributed import World
 
 LATEST = "latest"
@@ -61,11 +61,11 @@ def save(
     lora = actor_lib.is_lora(learner.model)
     learner.engine.save_checkpoint(str(tmp), tag="deepspeed", save_latest=False, exclude_frozen_parameters=lora)
     torch.save(rng_state(), tmp / "rng" / f"rank{world.rank}.pt")
-    state_dict = learner.state_dict()  # collective: gathered onto rank 0 under ZeRO-3
+    state_dict = learner.gathered_state_dict()  # collective: gathered onto rank 0 under ZeRO-3
     if world.is_main:
         actor_lib.save_pretrained(learner.model, tokenizer, tmp / "model", state_dict)
         save_config(config, tmp / "config.yaml")  # its actor.deepspeed names the copy next to it
-        (tmp / "deepspeed.json").write_text(json.dumps(learner.ds_config, indent=2) + "\n")
+        (tmp / "deepspeed.json").write_text(json.dumps(recorded_deepspeed(learner.ds_config), indent=2) + "\n")
         state = {"next_iteration": iterations_done, "lora": lora, "world_size": world.size}
         (tmp / "state.json").write_text(json.dumps(state) + "\n")
     world.barrier()
@@ -163,11 +163,25 @@ def load_checkpoint_policy(path: Path) -> Any:
     return PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base_path, dtype="auto"), path / "model")
 
 
+def _load_module(src: dict[str, torch.Tensor], dst: torch.nn.Module) -> None:
+    """DeepSpeed's module states into the learner's module: every trainable weight must be there (a LoRA run saves
+    those alone). Checkpoints written before the policy was wrapped for the engine name its weights without the
+    wrapper's prefix."""
+    from pyagentrl.training.learner import PolicyScorer
+
+    if src and not any(key.startswith(PolicyScorer.PREFIX) for key in src):
+        src = {PolicyScorer.PREFIX + key: value for key, value in src.items()}
+    missing = [name for name, param in dst.named_parameters() if param.requires_grad and name not in src]
+    if missing:
+        raise ResumeError(f"the checkpoint's module states lack {len(missing)} trainable weight(s): {missing[:3]}")
+    dst.load_state_dict(src, strict=False)  # the frozen weights of a LoRA run are the base model's, not saved
+
+
 def restore(path: Path, state: dict[str, Any], learner: Any, world: World) -> int:
     """Loads the checkpoint at ``path`` (``state`` from :func:`read_state`) into ``learner`` and this rank's RNGs
     (a collective call); returns the next iteration."""
     loaded, _ = learner.engine.load_checkpoint(
-        str(path), tag="deepspeed", load_module_strict=not state["lora"], load_lr_scheduler_states=True
+        str(path), tag="deepspeed", load_lr_scheduler_states=True, custom_load_fn=_load_module
     )
     if loaded is None:
         raise RuntimeError(f"DeepSpeed could not load the checkpoint in {path / 'deepspeed'}")

@@ -570,6 +570,12 @@ def validate(config: TrainConfig, world_size: int = 1) -> None:
 DERIVED_DEEPSPEED_KEYS = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
 
 
+def recorded_deepspeed(ds_config: dict[str, Any]) -> dict[str, Any]:
+    """The DeepSpeed config as a run directory keeps it: without the batch sizes the trainer derives, so that the
+    copy fits any number of ranks and micro-batch size it is reused with."""
+    return {key: value for key, value in ds_config.items() if key not in DERIVED_DEEPSPEED_KEYS}
+
+
 def _check_deepspeed(ds: Any, actor: ActorSection, world_size: int) -> None:
     """A ZeRO JSON the trainer can run on ``world_size`` ranks: a stage 0-3, batch settings that agree with those the
     trainer sets, and sub-groups of ranks (hpZ, MiCS) that divide the world."""
@@ -580,6 +586,9 @@ def _check_deepspeed(ds: Any, actor: ActorSection, world_size: int) -> None:
     stage = zero.get("stage", 0)
     if stage not in (0, 1, 2, 3):
         raise ConfigError(f"{name} sets ZeRO stage {stage!r}; expected one of 0, 1, 2, 3")
+    for key in ("fp16", "torch_autocast"):  # bf16 is filled in from actor.bf16
+        if isinstance(ds.get(key), dict) and ds[key].get("enabled"):
+            raise ConfigError(f"{name} enables {key}: the trainer sets the precision itself (actor.bf16)")
     derived = {
         "train_micro_batch_size_per_gpu": actor.micro_batch_size,
         "gradient_accumulation_steps": 1,  # the learner sets each minibatch's accumulation boundary itself

@@ -102,12 +102,20 @@ class PolicyScorer(torch.nn.Module):
     of logits: the module DeepSpeed wraps, so that every forward of the policy goes through ``engine(...)``. DeepSpeed
     needs that: its forward counts micro-steps (ZeRO-3 accumulates a micro-batch's gradient only after a forward
     through the engine; without one, each micro-batch's gradient replaces the last) and, under ZeRO-3, gathers the
-    weights a forward reads outside their own module (the LM head's, read by ``token_logprobs``)."""
+    weights a forward reads outside their own module (the LM head's, read by ``token_logprobs``).
 
-    def __init__(self, policy: Any, temperature: float, top_p: float) -> None:
+    Under ZeRO-3 every forward is collective (each module's weights are gathered from all ranks as it runs): every
+    rank must make the same forwards with the same decoder calls. ``split_shared_prefix=False`` keeps each forward one
+    decoder call, whatever prompt the rows of a rank happen to share."""
+
+    #: What DeepSpeed's checkpoints put before the policy's own parameter names.
+    PREFIX = "policy."
+
+    def __init__(self, policy: Any, temperature: float, top_p: float, split_shared_prefix: bool = True) -> None:
         super().__init__()
         self.policy = policy
         self.temperature, self.top_p = temperature, top_p
+        self.split_shared_prefix = split_shared_prefix
 
     def forward(
         self,
@@ -120,7 +128,14 @@ class PolicyScorer(torch.nn.Module):
         """``base``: the LoRA policy's base model (its adapter disabled), the reference of a LoRA run."""
         with self.policy.disable_adapter() if base else contextlib.nullcontext():
             return score_tokens(
-                self.policy, input_ids, attention_mask, response_mask, with_entropy, self.temperature, self.top_p
+                self.policy,
+                input_ids,
+                attention_mask,
+                response_mask,
+                with_entropy,
+                self.temperature,
+                self.top_p,
+                self.split_shared_prefix,
             )
 
 
@@ -132,10 +147,11 @@ def score_tokens(
     with_entropy: bool,
     temperature: float,
     top_p: float,
+    split_shared_prefix: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """:func:`pyagentrl.training.actor.token_logprobs`, with a prompt the rows share (a task group's first turn)
-    decoded once when that saves a forward's worth of tokens."""
-    shared = actor_lib.shared_prefix_length(input_ids, attention_mask)
+    decoded once when that saves a forward's worth of tokens (and ``split_shared_prefix`` allows it)."""
+    shared = actor_lib.shared_prefix_length(input_ids, attention_mask) if split_shared_prefix else 0
     shared = shared if shared * (input_ids.shape[0] - 1) >= MIN_SHARED_TOKENS else 0
     return actor_lib.token_logprobs(
         model, input_ids, attention_mask, response_mask, with_entropy, temperature, top_p, shared
@@ -189,10 +205,12 @@ class Learner:
             lambda step: lr_factor(step, total_steps, actor.warmup_steps, actor.lr_schedule, actor.min_lr_ratio),
         )
         # DeepSpeed steps the schedule after each optimizer step and keeps its state in its checkpoints.
+        self.stage = int(ds_config.get("zero_optimization", {}).get("stage", 0))
+        self.zero3 = self.stage == 3
+        scorer = PolicyScorer(model, temperature, top_p, split_shared_prefix=not self.zero3)
         self.engine, *_ = deepspeed.initialize(
-            model=PolicyScorer(model, temperature, top_p), optimizer=optimizer, lr_scheduler=schedule, config=ds_config
+            model=scorer, optimizer=optimizer, lr_scheduler=schedule, config=ds_config
         )
-        self.zero3 = self.engine.zero_optimization_stage() == 3
         self.reference = None
         if actor.kl.coef > 0 and not actor_lib.is_lora(model):
             # In the policy's compute dtype (bf16 under DeepSpeed's bf16 mode), so that the KL is 0 at the start.
@@ -223,16 +241,18 @@ class Learner:
         with self._whole():  # copies under ZeRO-3: the gathered storage is released when the context ends
             return [(name, t.to(torch.float32, copy=self.zero3)) for name, t in actor_lib.hf_weights(self.model)]
 
-    def state_dict(self) -> dict[str, torch.Tensor] | None:
-        """The policy's state dict (peft's names for a LoRA run) for its HF directory, or None where the policy's own
-        ``state_dict`` is whole. A collective call: under ZeRO-3 the weights are gathered, one module at a time, onto
-        rank 0 (None on the others), as transformers' Trainer does."""
+    def gathered_state_dict(self) -> dict[str, torch.Tensor] | None:
+        """Under ZeRO-3, the policy's state dict (the trainable weights only for LoRA) gathered onto rank 0 one module
+        at a time, as transformers' Trainer does, for the checkpoint's HF directory: a collective call, None on the
+        other ranks. Without ZeRO-3, None: the policy's own ``state_dict`` is whole."""
         if not self.zero3:
             return None
-        gathered = self.engine._zero3_consolidated_16bit_state_dict()  # in the weights' own dtype, despite the name
+        gathered = self.engine._zero3_consolidated_16bit_state_dict(  # in the weights' own dtype, despite the name
+            exclude_frozen_parameters=actor_lib.is_lora(self.model)
+        )
         if gathered is None:
             return None
-        return {key.removeprefix("policy."): value for key, value in gathered.items()}
+        return {key.removeprefix(PolicyScorer.PREFIX): value for key, value in gathered.items()}
 
     def score(
         self, tokens: TokenBatch, rows: torch.Tensor | None = None, *, policy: bool = True, reference: bool = True
@@ -243,7 +263,10 @@ class Learner:
         rows = torch.arange(tokens.input_ids.shape[0]) if rows is None else rows
         with_ref = reference and self.config.kl.coef > 0
         mine = rows[self.world.rank :: self.world.size]
-        parts = self.world.all_gather_object(self._score_rows(tokens, mine, policy, with_ref))
+        # Under ZeRO-3 forwards are collective: every rank makes as many as the rank with the most rows.
+        most = math.ceil(len(rows) / self.world.size) if self.zero3 else len(mine)
+        forwards = math.ceil(most / self.config.micro_batch_size)
+        parts = self.world.all_gather_object(self._score_rows(tokens, mine, forwards, policy, with_ref))
         old = torch.zeros(tokens.input_ids.shape)
         ref = torch.zeros_like(old) if with_ref else None
         for rank, (part_old, part_ref) in enumerate(parts):
@@ -255,23 +278,30 @@ class Learner:
 
     @torch.no_grad()
     def _score_rows(
-        self, tokens: TokenBatch, rows: torch.Tensor, policy: bool, with_ref: bool
+        self, tokens: TokenBatch, rows: torch.Tensor, forwards: int, policy: bool, with_ref: bool
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        self.model.eval()
+        """``rows``' log-probs in ``forwards`` forwards (under ZeRO-3 the forwards past this rank's own rows score
+        row 0 of the batch, and their result is dropped)."""
+        self.engine.eval()
         old = torch.zeros(len(rows), tokens.input_ids.shape[1])
         ref = torch.zeros_like(old) if with_ref else None
-        for start in range(0, len(rows), self.config.micro_batch_size):
-            chunk = rows[start : start + self.config.micro_batch_size]
-            ids, attention, mask, width = self._rows(tokens, chunk)
+        size = self.config.micro_batch_size
+        for start in range(0, forwards * size, size):
+            chunk = rows[start : start + size]
+            keep = len(chunk) > 0
+            ids, attention, mask, width = self._rows(tokens, chunk if keep else torch.zeros(1, dtype=torch.long))
             with self._precision():
                 if policy:
-                    old[start : start + len(chunk), :width] = self.engine(ids, attention, mask)[0].cpu()
+                    lp = self.engine(ids, attention, mask)[0]
+                    if keep:
+                        old[start : start + len(chunk), :width] = lp.cpu()
                 if ref is not None:
                     if self.reference is None:  # LoRA: the base model is the reference
                         lp = self.engine(ids, attention, mask, base=True)[0]
                     else:
                         lp = score_tokens(self.reference, ids, attention, mask, False, self.temperature, self.top_p)[0]
-                    ref[start : start + len(chunk), :width] = lp.cpu()
+                    if keep:
+                        ref[start : start + len(chunk), :width] = lp.cpu()
         return old, ref
 
     def _precision(self) -> Any:
@@ -307,7 +337,7 @@ class Learner:
         ref = self.score(tokens, policy=False)[1]
         scoring_seconds = time.perf_counter() - clock
 
-        self.model.train()
+        self.engine.train()
         mode = cfg.loss_agg_mode
         order = prompt_order(tokens)
         sums = dict.fromkeys(
@@ -335,14 +365,14 @@ class Learner:
                     self.engine.backward(loss * (weight * world.size / max(units, 1.0)))
                     if boundary:
                         last_lr = float(self.engine.get_lr()[0])  # the rate this optimizer step uses
-                    if boundary and self.engine.zero_optimization_stage() == 0:
+                    if boundary and self.stage == 0:
                         # ZeRO-0 keeps whole gradients and records no norm: measure it before the step clips it.
                         grads = [p.grad for p in self.model.parameters() if p.grad is not None]
                         grad_norms.append(float(torch.nn.utils.get_total_norm(grads)))
                     self.engine.step()
                     for key, value in stats.items():
                         sums[key] += weight * value
-                if self.engine.zero_optimization_stage() > 0:
+                if self.stage > 0:
                     norm = self.engine.get_global_grad_norm()
                     grad_norms.append(float("nan") if norm is None else float(norm))
         totals = world.all_reduce_sums(sums)

@@ -31,7 +31,14 @@ from pyagentrl.ops import AdvantageConfig, StepBatch, get_adv_estimator
 from pyagentrl.rollout import Rollout, RolloutEngine, collect, make_engine, merge_rollouts
 from pyagentrl.rollout.models import resolve_model
 from pyagentrl.training import checkpoint
-from pyagentrl.training.config import TrainConfig, optimizer_steps, save_config, to_yaml, validate
+from pyagentrl.training.config import (
+    TrainConfig,
+    optimizer_steps,
+    recorded_deepspeed,
+    save_config,
+    to_yaml,
+    validate,
+)
 from pyagentrl.training.distributed import World, init_world, world_size_from_env
 from pyagentrl.training.evaluate import baselines_line, describe_tasks, eval_summary, score_line, score_policy
 from pyagentrl.training.metrics import Display, MetricsLog, WandbRun, rollout_metrics
@@ -140,7 +147,7 @@ def train(config: TrainConfig, resume: str | Path | None = None) -> Path:
 
     ds_config = deepspeed_config(config.actor, world)
     if world.is_main and resume is None:
-        (run_dir / "deepspeed.json").write_text(json.dumps(ds_config, indent=2) + "\n")
+        (run_dir / "deepspeed.json").write_text(json.dumps(recorded_deepspeed(ds_config), indent=2) + "\n")
         config.actor.deepspeed = "deepspeed.json"  # the run directory keeps its own copy
         save_config(config, run_dir / "config.yaml")
         print(f"Run directory: {run_dir}\nResolved config:\n{to_yaml(config)}", flush=True)

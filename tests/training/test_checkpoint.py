@@ -37,3 +37,22 @@ def test_prune_keeps_the_newest_and_drops_stale_later_ones(tmp_path):
     assert sorted(p.name for p in tmp_path.glob("iter_*")) == ["iter_000004", "iter_000006"]
     checkpoint.prune(tmp_path, tmp_path / "iter_000006", keep=1)
     assert sorted(p.name for p in tmp_path.glob("iter_*")) == ["iter_000006"]
+
+
+def test_module_states_load_in_both_namings_and_refuse_missing_trainable_weights():
+    """DeepSpeed's module states name the policy's weights after the engine's wrapper (PolicyScorer); checkpoints
+    from before the wrapper lack its prefix and still load. A trainable weight absent from the states (a LoRA run
+    saves its trainable weights alone, so a strict load cannot catch it) stops the resume."""
+    import torch
+
+    from pyagentrl.training.learner import PolicyScorer
+
+    policy = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Linear(2, 2))
+    policy[0].requires_grad_(False)  # a frozen base weight, left out of the states as a LoRA run leaves it
+    saved = {k: torch.randn_like(v) for k, v in policy.state_dict().items() if k.startswith("1.")}
+    for states in (saved, {PolicyScorer.PREFIX + k: v for k, v in saved.items()}):
+        scorer = PolicyScorer(policy, temperature=1.0, top_p=1.0)
+        checkpoint._load_module(states, scorer)
+        assert torch.equal(policy[1].weight, saved["1.weight"]) and torch.equal(policy[1].bias, saved["1.bias"])
+    with pytest.raises(checkpoint.ResumeError, match=r"lack 1 trainable weight\(s\): \['policy.1.bias'\]"):
+        checkpoint._load_module({"1.weight": saved["1.weight"]}, PolicyScorer(policy, 1.0, 1.0))

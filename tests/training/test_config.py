@@ -117,6 +117,8 @@ def test_tensor_parallel_rollouts_need_a_world_of_one():
         ({"gradient_accumulation_steps": 2}, 1, "gradient_accumulation_steps=2, which does not fit"),
         ({"zero_optimization": {"stage": 3, "zero_hpz_partition_size": 3}}, 2, "hpz_partition_size=3, which does not"),
         ({"zero_optimization": {"stage": 3, "mics_shard_size": 4}}, 2, "mics_shard_size=4, which does not divide 2"),
+        ({"fp16": {"enabled": True}}, 1, "enables fp16: the trainer sets the precision itself (actor.bf16)"),
+        ({"torch_autocast": {"enabled": True}}, 1, "enables torch_autocast"),
     ],
 )
 def test_a_deepspeed_config_that_does_not_fit_stops_naming_it(tmp_path: Path, deepspeed, world_size, message):
@@ -124,6 +126,21 @@ def test_a_deepspeed_config_that_does_not_fit_stops_naming_it(tmp_path: Path, de
     path.write_text(json.dumps(deepspeed))
     with pytest.raises(ConfigError, match=r"^actor\.deepspeed: .*ds\.json.*" + re.escape(message)):
         validate(load_config(TINY, [f"actor.deepspeed={path}"]), world_size=world_size)
+
+
+def test_a_runs_own_deepspeed_copy_fits_other_worlds_and_micro_batches(tmp_path: Path):
+    """The copy a run keeps (deepspeed.json beside its config) leaves out the batch sizes the trainer derives, so it
+    can be reused, or resumed with another micro-batch size, without refusal."""
+    from pyagentrl.training.config import recorded_deepspeed
+    from pyagentrl.training.distributed import World
+    from pyagentrl.training.learner import deepspeed_config
+
+    config = load_config(TINY)
+    filled = deepspeed_config(config.actor, World(0, 1, 0, torch.device("cpu")))
+    assert filled["train_batch_size"] == config.actor.micro_batch_size
+    path = tmp_path / "deepspeed.json"
+    path.write_text(json.dumps(recorded_deepspeed(filled)))
+    validate(load_config(TINY, [f"actor.deepspeed={path}", "actor.micro_batch_size=3"]), world_size=2)
 
 
 def test_the_shipped_deepspeed_configs_and_settings_that_fit_are_accepted(tmp_path: Path):
