@@ -110,23 +110,15 @@ def _state_bytes(learner: Any) -> dict[str, int]:
 def worker(rollout_path: str, out: str, config_path: str, deepspeed: str) -> None:
     import torch
 
-    from pyagentrl.rollout.models import resolve_model
     from pyagentrl.training.config import load_config
     from pyagentrl.training.distributed import init_world
-    from pyagentrl.training.learner import Learner, deepspeed_config
+    from pyagentrl.training.learner import Learner
     from pyagentrl.training.trainer import update_on_rollout
 
     config = load_config(Path(config_path), [f"actor.deepspeed={deepspeed}", "actor.kl.coef=0"])
     world = init_world()
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // world.size))
-    learner = Learner(
-        resolve_model(config.model),
-        config.actor,
-        world,
-        deepspeed_config(config.actor, world),
-        temperature=config.rollout.temperature,
-        top_p=config.rollout.top_p,
-    )
+    learner = Learner.for_run(config, world)
     with open(rollout_path, "rb") as f:
         rollout = pickle.load(f)
     # The state just before an optimizer step, when gradients are whole and AdamW's states exist: the second

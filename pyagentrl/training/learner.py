@@ -30,7 +30,7 @@ from pyagentrl.ops import LossConfig, get_policy_loss
 from pyagentrl.ops.policy_loss import kl_penalty, loss_units, reduce_token_loss
 from pyagentrl.rollout import TokenBatch
 from pyagentrl.training import actor as actor_lib
-from pyagentrl.training.config import ActorSection
+from pyagentrl.training.config import ActorSection, TrainConfig, optimizer_steps
 from pyagentrl.training.distributed import World
 
 
@@ -221,6 +221,23 @@ class Learner:
         self.autocast = use_bf16(actor) and not torch.cuda.is_available()
         self.loss_fn = get_policy_loss(actor.policy_loss)
         self.loss_config = LossConfig(actor.clip_low, actor.clip_high, actor.loss_agg_mode)
+
+    @classmethod
+    def for_run(cls, config: TrainConfig, world: World, ds_config: dict[str, Any] | None = None) -> Learner:
+        """The learner of ``config``: its model and update settings, the sampling settings its log-probs follow, the
+        learning-rate schedule over the run's optimizer steps, and ``ds_config`` (default: :func:`deepspeed_config`
+        of its settings)."""
+        from pyagentrl.rollout.models import resolve_model
+
+        return cls(
+            resolve_model(config.model),
+            config.actor,
+            world,
+            deepspeed_config(config.actor, world) if ds_config is None else ds_config,
+            temperature=config.rollout.temperature,
+            top_p=config.rollout.top_p,
+            total_steps=optimizer_steps(config),
+        )
 
     @property
     def model(self) -> Any:

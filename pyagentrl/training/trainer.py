@@ -33,7 +33,6 @@ from pyagentrl.rollout.models import resolve_model
 from pyagentrl.training import checkpoint
 from pyagentrl.training.config import (
     TrainConfig,
-    optimizer_steps,
     recorded_deepspeed,
     save_config,
     to_yaml,
@@ -154,15 +153,7 @@ def train(config: TrainConfig, resume: str | Path | None = None) -> Path:
     # Opened before the model loads, so that a W&B setting that cannot work (no login, an unknown entity) stops the
     # run in seconds; finished by the metrics log's close, or by wandb's exit hook if the set-up fails.
     wandb_run = WandbRun(run_dir, config) if world.is_main and config.logging.wandb else None
-    learner = Learner(
-        model_path,
-        config.actor,
-        world,
-        ds_config,
-        temperature=config.rollout.temperature,
-        top_p=config.rollout.top_p,
-        total_steps=optimizer_steps(config),
-    )
+    learner = Learner.for_run(config, world, ds_config)
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")  # its per-update INFO lines would bury the progress display
     engine = make_engine(config.rollout.engine, model_path, **engine_options(config, world))
 

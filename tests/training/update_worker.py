@@ -13,10 +13,9 @@ import sys
 import torch
 from testkit.training import TINY
 
-from pyagentrl.rollout.models import resolve_model
 from pyagentrl.training.config import load_config
 from pyagentrl.training.distributed import init_world
-from pyagentrl.training.learner import Learner, deepspeed_config
+from pyagentrl.training.learner import Learner
 from pyagentrl.training.trainer import update_on_rollout
 
 
@@ -25,14 +24,7 @@ def main(rollout_path: str, out: str, overrides: list[str]) -> None:
     world = init_world()
     torch.set_num_threads(1)
     torch.manual_seed(0)  # LoRA's A matrices start random: the same start in every run
-    learner = Learner(
-        resolve_model(config.model),
-        config.actor,
-        world,
-        deepspeed_config(config.actor, world),
-        temperature=config.rollout.temperature,
-        top_p=config.rollout.top_p,
-    )
+    learner = Learner.for_run(config, world)
     with open(rollout_path, "rb") as f:
         rollout = pickle.load(f)
     old, _ = learner.score(rollout.tokens(config.actor.layout))  # the scoring pass alone, to compare the ranks' shares
