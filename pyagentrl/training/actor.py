@@ -13,7 +13,8 @@ own ``forward`` does to its logits after the head (Gemma's soft-capping, Cohere'
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -171,12 +172,19 @@ def _scatter(values: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return torch.cat([grid.new_zeros(grid.shape[0], 1), grid], dim=1)
 
 
-def hf_weights(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
+def hf_weights(
+    model: Any, whole: Callable[[list[Any]], AbstractContextManager[Any]] | None = None
+) -> Iterator[tuple[str, torch.Tensor]]:
     """The policy's weights under the base model's HF names, LoRA deltas merged (out of place: the adapter and the
-    base weights are left untouched, so no drift builds up from merging and unmerging)."""
+    base weights are left untouched, so no drift builds up from merging and unmerging).
+
+    ``whole``: for partitioned weights (ZeRO-3), a context in which the given parameters are whole; each weight is
+    yielded inside it (the weight and, for a LoRA layer, its adapter), so a consumer copies it before the next."""
+    whole = whole or (lambda params: nullcontext())
     if not is_lora(model):
         for name, param in model.named_parameters():
-            yield name, param.detach()
+            with whole([param]):
+                yield name, param.detach()
         return
     lm = _causal_lm(model)
     lora_modules = {name: m for name, m in lm.named_modules() if hasattr(m, "get_delta_weight") and m.merged is False}
@@ -187,13 +195,15 @@ def hf_weights(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
         if owner.endswith(".base_layer") and owner[: -len(".base_layer")] in lora_modules:
             module = lora_modules[owner[: -len(".base_layer")]]
             hf_name = f"{owner[: -len('.base_layer')]}.{leaf}"
-            if leaf == "weight":
-                delta = sum(module.get_delta_weight(a) for a in module.active_adapters)
-                yield hf_name, (param.detach() + delta.detach()).to(param.dtype)
-            else:
-                yield hf_name, param.detach()
+            with whole(list(module.parameters())):
+                if leaf == "weight":
+                    delta = sum(module.get_delta_weight(a) for a in module.active_adapters)
+                    yield hf_name, (param.detach() + delta.detach()).to(param.dtype)
+                else:
+                    yield hf_name, param.detach()
         else:
-            yield name.replace(".base_layer.", "."), param.detach()
+            with whole([param]):
+                yield name.replace(".base_layer.", "."), param.detach()
 
 
 def save_pretrained(model: Any, tokenizer: Any, out: Path, state_dict: dict[str, torch.Tensor] | None = None) -> None:

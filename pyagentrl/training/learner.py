@@ -244,19 +244,18 @@ class Learner:
         """The policy (a transformers model, or its peft wrapper); under ZeRO-3 its weights are partitioned."""
         return self.engine.module.policy
 
-    def _whole(self) -> Any:
-        """A context in which every weight of the policy is whole on every rank (a collective call under ZeRO-3)."""
+    def weights(self) -> list[tuple[str, torch.Tensor]]:
+        """The policy's weights in HF names (LoRA merged), in float32, for the rollout engine. A collective call
+        under ZeRO-3: every rank gathers them, one at a time, as every rank's engine holds the whole policy."""
         if not self.zero3:
-            return contextlib.nullcontext()
+            return [(name, t.float()) for name, t in actor_lib.hf_weights(self.model)]
         import deepspeed
 
-        return deepspeed.zero.GatheredParameters(list(self.model.parameters()), modifier_rank=None)
+        def whole(params: list[Any]) -> Any:
+            return deepspeed.zero.GatheredParameters(params, modifier_rank=None)
 
-    def weights(self) -> list[tuple[str, torch.Tensor]]:
-        """The policy's weights in HF names (LoRA merged), in float32, for the rollout engine (a collective call:
-        under ZeRO-3 every rank gathers them, as every rank's engine holds the whole policy)."""
-        with self._whole():  # copies under ZeRO-3: the gathered storage is released when the context ends
-            return [(name, t.to(torch.float32, copy=self.zero3)) for name, t in actor_lib.hf_weights(self.model)]
+        # Copied inside each gather: the gathered storage is released when its context ends.
+        return [(name, t.to(torch.float32, copy=True)) for name, t in actor_lib.hf_weights(self.model, whole)]
 
     def gathered_state_dict(self) -> dict[str, torch.Tensor] | None:
         """Under ZeRO-3, the policy's state dict (the trainable weights only for LoRA) gathered onto rank 0 one module
