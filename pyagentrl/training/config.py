@@ -566,8 +566,17 @@ def validate(config: TrainConfig, world_size: int = 1) -> None:
     _check_deepspeed(ds, actor, world_size)
 
 
-#: DeepSpeed settings the trainer derives (from actor.micro_batch_size and the world size) and fills in itself.
-DERIVED_DEEPSPEED_KEYS = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
+def derived_batch_settings(actor: ActorSection, world_size: int) -> dict[str, int]:
+    """The DeepSpeed batch settings the trainer derives and fills in itself."""
+    return {
+        "train_micro_batch_size_per_gpu": actor.micro_batch_size,
+        "gradient_accumulation_steps": 1,  # micro-batches per minibatch vary; the learner sets the boundary by hand
+        "train_batch_size": actor.micro_batch_size * world_size,
+    }
+
+
+#: The keys of :func:`derived_batch_settings`.
+DERIVED_DEEPSPEED_KEYS = tuple(derived_batch_settings(ActorSection(), 1))
 
 
 def recorded_deepspeed(ds_config: dict[str, Any]) -> dict[str, Any]:
@@ -589,12 +598,7 @@ def _check_deepspeed(ds: Any, actor: ActorSection, world_size: int) -> None:
     for key in ("fp16", "torch_autocast"):  # bf16 is filled in from actor.bf16
         if isinstance(ds.get(key), dict) and ds[key].get("enabled"):
             raise ConfigError(f"{name} enables {key}: the trainer sets the precision itself (actor.bf16)")
-    derived = {
-        "train_micro_batch_size_per_gpu": actor.micro_batch_size,
-        "gradient_accumulation_steps": 1,  # the learner sets each minibatch's accumulation boundary itself
-        "train_batch_size": actor.micro_batch_size * world_size,
-    }
-    for key, value in derived.items():
+    for key, value in derived_batch_settings(actor, world_size).items():
         if key in ds and ds[key] not in (value, "auto"):
             raise ConfigError(
                 f"{name} sets {key}={ds[key]!r}, which does not fit actor.micro_batch_size={actor.micro_batch_size} "

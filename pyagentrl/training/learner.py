@@ -30,7 +30,7 @@ from pyagentrl.ops import LossConfig, get_policy_loss
 from pyagentrl.ops.policy_loss import kl_penalty, loss_units, reduce_token_loss
 from pyagentrl.rollout import TokenBatch
 from pyagentrl.training import actor as actor_lib
-from pyagentrl.training.config import ActorSection, TrainConfig, optimizer_steps
+from pyagentrl.training.config import ActorSection, TrainConfig, derived_batch_settings, optimizer_steps
 from pyagentrl.training.distributed import World
 
 
@@ -163,13 +163,8 @@ def deepspeed_config(actor: ActorSection, world: World) -> dict[str, Any]:
     DeepSpeed's bf16 mode on GPUs; on CPUs the learner autocasts instead)."""
     config: dict[str, Any] = json.loads(Path(actor.deepspeed).read_text())
     bf16 = use_bf16(actor) and torch.cuda.is_available()
-    config.update(
-        train_micro_batch_size_per_gpu=actor.micro_batch_size,
-        gradient_accumulation_steps=1,  # micro-batches per minibatch vary; the boundary is set by hand
-        train_batch_size=actor.micro_batch_size * world.size,
-        gradient_clipping=actor.max_grad_norm,
-        steps_per_print=10**9,
-    )
+    config.update(derived_batch_settings(actor, world.size))
+    config.update(gradient_clipping=actor.max_grad_norm, steps_per_print=10**9)
     config["bf16"] = {"enabled": bf16}
     return config
 

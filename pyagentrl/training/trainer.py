@@ -31,13 +31,7 @@ from pyagentrl.ops import AdvantageConfig, StepBatch, get_adv_estimator
 from pyagentrl.rollout import Rollout, RolloutEngine, collect, make_engine, merge_rollouts
 from pyagentrl.rollout.models import resolve_model
 from pyagentrl.training import checkpoint
-from pyagentrl.training.config import (
-    TrainConfig,
-    recorded_deepspeed,
-    save_config,
-    to_yaml,
-    validate,
-)
+from pyagentrl.training.config import TrainConfig, recorded_deepspeed, save_config, to_yaml, validate
 from pyagentrl.training.distributed import World, init_world, world_size_from_env
 from pyagentrl.training.evaluate import baselines_line, describe_tasks, eval_summary, score_line, score_policy
 from pyagentrl.training.metrics import Display, MetricsLog, WandbRun, rollout_metrics

@@ -33,6 +33,15 @@ def cli(*args: str, check: bool = True, timeout: float = 600, env: dict[str, str
     return out
 
 
+#: Metrics that measure time, and so differ between two runs that make the same iterations.
+TIMING = ("seconds_", "tokens_per_second", "keys_and_advantages_share")
+
+
+def untimed(row: dict) -> dict:
+    """A metrics row without its timings."""
+    return {k: v for k, v in row.items() if not k.startswith(TIMING)}
+
+
 def run_dir_of(stdout: str) -> Path:
     for line in stdout.splitlines():
         if line.startswith("Done: "):

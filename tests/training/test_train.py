@@ -14,23 +14,17 @@ from pathlib import Path
 import pytest
 from safetensors.torch import load_file
 from testkit.peers import import_peer
-from testkit.training import REPO, TINY, cli, run_dir_of
+from testkit.training import REPO, TINY, cli, run_dir_of, untimed
 
 from pyagentrl.training.metrics import read_metrics
 from pyagentrl.training.stats import wilson_interval
 
 pytestmark = pytest.mark.slow  # each test trains a run in a subprocess
 
-TIMING = ("seconds_", "tokens_per_second", "keys_and_advantages_share")
-
 
 def _train(tmp_path: Path, *overrides: str) -> tuple[Path, str]:
     out = cli("train", str(TINY), f"output_dir={tmp_path}", *overrides)
     return run_dir_of(out.stdout), out.stdout
-
-
-def _untimed(row: dict) -> dict:
-    return {k: v for k, v in row.items() if not k.startswith(TIMING)}
 
 
 def _check_run(run: Path, iterations: int) -> list[dict]:
@@ -135,7 +129,7 @@ def test_resume_after_a_kill_makes_the_uninterrupted_runs_iterations(tmp_path):
     schedule = ["actor.warmup_steps=3", "actor.lr_schedule=cosine", "actor.min_lr_ratio=0.1"]
     settings = ["iterations=5", "checkpoint.every=2", "checkpoint.keep=0", *schedule]
     whole, _ = _train(tmp_path / "whole", *settings)
-    expected = [_untimed(r) for r in read_metrics(whole)]
+    expected = [untimed(r) for r in read_metrics(whole)]
     from pyagentrl.training.learner import lr_factor
 
     steps = [r["optimizer_steps"] for r in expected]
@@ -166,7 +160,7 @@ def test_resume_after_a_kill_makes_the_uninterrupted_runs_iterations(tmp_path):
 
     out = cli("train", "--resume", str(killed))
     assert run_dir_of(out.stdout) == killed
-    resumed = [_untimed(r) for r in read_metrics(killed)]
+    resumed = [untimed(r) for r in read_metrics(killed)]
     assert [r["iteration"] for r in resumed] == list(range(5))  # none lost, none twice
     differ = [
         (r["iteration"], k, r[k], e.get(k))

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 from testkit.peers import import_peer
-from testkit.training import REPO, TINY, cli, run_dir_of
+from testkit.training import REPO, TINY, cli, run_dir_of, untimed
 
 from pyagentrl.envs import EnvBatch, env_factory
 from pyagentrl.hashing import StateKeyer
@@ -32,10 +32,16 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _launch(nproc: int, *args: str) -> subprocess.CompletedProcess:
+def _launch_env() -> dict[str, str]:
+    """This environment without a launcher's variables, with the tests' folder importable and one thread a rank."""
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "tests"), env.get("PYTHONPATH")]))
     env["OMP_NUM_THREADS"] = "1"
+    return env
+
+
+def _launch(nproc: int, *args: str) -> subprocess.CompletedProcess:
+    env = _launch_env()
     launcher = (
         []
         if nproc == 1
@@ -52,9 +58,7 @@ def _launch(nproc: int, *args: str) -> subprocess.CompletedProcess:
 def _launch_two_nodes(*args: str) -> list[str]:
     """Two torchrun launchers, one rank each, that act as two machines: they meet at a c10d rendezvous on the
     loopback address, as launchers on two nodes meet at one on the first node. Returns both launchers' stdout."""
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "tests"), env.get("PYTHONPATH")]))
-    env["OMP_NUM_THREADS"] = "1"
+    env = _launch_env()
     rendezvous = ["--rdzv_backend", "c10d", "--rdzv_endpoint", f"127.0.0.1:{_free_port()}", "--rdzv_id", "two-nodes"]
     launcher = [sys.executable, "-P", "-m", "torch.distributed.run", "--nnodes", "2", "--nproc_per_node", "1"]
     nodes = [
@@ -210,11 +214,7 @@ def test_zero3_trains_checkpoints_and_resumes_on_two_processes(tmp_path):
         ).stdout
     )
     _launch(2, "-m", "pyagentrl", "train", "--resume", str(part), "iterations=2")
-    timed = ("seconds_", "tokens_per_second", "keys_and_advantages_share")
-    untimed = [
-        [{k: v for k, v in r.items() if not k.startswith(timed)} for r in read_metrics(run)] for run in (whole, part)
-    ]
-    assert untimed[0] == untimed[1]
+    assert [untimed(r) for r in read_metrics(whole)] == [untimed(r) for r in read_metrics(part)]
     from safetensors.torch import load_file
 
     from pyagentrl.rollout.models import tiny_model_path
