@@ -5,7 +5,8 @@ the members of a group see the same lake and, given the same actions, the same m
 start top-left and the goal bottom-right, so on small maps one fixed sequence of moves wins most of them
 (`pyagentrl.envs.open_loop`); ``random_start_goal`` draws both cells per seed, so that winning takes reading the
 map. The grid is drawn from the map and the position, not from gymnasium's ANSI render, whose player marker is a
-colour code.
+colour code. ``directions`` adds a line under the grid that says where the goal lies and what each move runs into,
+so that a small model can act on the state without parsing the grid's layout.
 
 Reward: 1.0 on reaching the goal (won), 0 otherwise; falling into a hole ends the episode.
 """
@@ -23,6 +24,7 @@ from pyagentrl.envs.parsing import ActionParser
 ACTIONS = ("left", "down", "right", "up")  # gymnasium's action ids 0..3
 SYMBOLS = {"S": "_", "F": "_", "H": "O", "G": "G"}  # start is plain ice once left
 STEPS = ((0, -1), (1, 0), (0, 1), (-1, 0))  # (row, column) change of each action in ACTIONS
+_TILES = {"S": "ice", "F": "ice", "H": "hole", "G": "goal"}  # what a move runs into, in words (``directions``)
 
 
 def _connected(ice: np.ndarray, start: tuple[int, int], goal: tuple[int, int]) -> bool:
@@ -68,6 +70,8 @@ class FrozenLakeEnv(TextEnv):
         map_seed: pin the map: every task plays the map this seed draws (with ``random_start_goal``, its start and
             goal too), whatever the task seed; the task seed then only drives a slippery lake's noise. A task set
             that trains and tests one map measures learning that map, not reading maps.
+        directions: add a line under the grid with the goal's offset and what each move runs into, e.g.
+            ``Goal: 2 down, 1 left. up: ice, down: hole, left: edge, right: ice.`` The anchor stays the grid.
     """
 
     family = "frozenlake"
@@ -80,6 +84,7 @@ class FrozenLakeEnv(TextEnv):
         max_steps: int = 30,
         random_start_goal: bool = False,
         map_seed: int | None = None,
+        directions: bool = False,
         parser: ActionParser | None = None,
     ) -> None:
         super().__init__(max_steps=max_steps, parser=parser)
@@ -94,6 +99,9 @@ class FrozenLakeEnv(TextEnv):
         if map_seed is not None and (isinstance(map_seed, bool) or not isinstance(map_seed, int) or map_seed < 0):
             raise ValueError(f"map_seed must be a non-negative integer or None, got {map_seed!r}")
         self.map_seed = map_seed
+        if not isinstance(directions, bool):
+            raise TypeError(f"directions must be a bool, got {directions!r}")
+        self.directions = directions
         self._env: Any = None
         self._desc: list[str] = []
 
@@ -111,10 +119,27 @@ class FrozenLakeEnv(TextEnv):
             lines.append(" ".join(cells))
         return "\n".join(lines)
 
+    def _describe(self, state: int) -> str:
+        """The goal's offset from the player and what each move runs into (``directions``)."""
+        row, col = divmod(state, self.size)
+        goal_row, goal_col = divmod("".join(self._desc).index("G"), self.size)
+        down, right = goal_row - row, goal_col - col
+        offsets = [
+            f"{abs(d)} {name}"
+            for d, name in ((down, "down" if down > 0 else "up"), (right, "right" if right > 0 else "left"))
+            if d
+        ]
+        moves = []
+        for name in ("up", "down", "left", "right"):
+            dr, dc = STEPS[ACTIONS.index(name)]
+            r, c = row + dr, col + dc
+            moves.append(f"{name}: {_TILES[self._desc[r][c]] if 0 <= r < self.size and 0 <= c < self.size else 'edge'}")
+        return f"Goal: {', '.join(offsets) or 'here'}. {', '.join(moves)}."
+
     def _result(self, state: int, reward: float, done: bool) -> StepResult:
         grid = self._render(state)
         return StepResult(
-            observation=grid,
+            observation=f"{grid}\n{self._describe(state)}" if self.directions else grid,
             anchor=grid,
             reward=reward,
             done=done,

@@ -92,6 +92,51 @@ def test_frozenlake_map_seed_pins_the_map_of_every_task() -> None:
             make_env("frozenlake", map_seed=bad)
 
 
+def test_frozenlake_directions_agree_with_the_grid_and_the_moves() -> None:
+    """The directions line against the grid it sits under (goal offset) and against the lake's own transitions
+    (what each move runs into: a hole ends the episode unrewarded, the goal wins, an edge leaves the player still)."""
+    seen = set()
+    for seed in range(30):
+        env = make_env("frozenlake", size=4, random_start_goal=True, directions=True, max_steps=50)
+        plain = make_env("frozenlake", size=4, random_start_goal=True)
+        out, plain_out = env.reset(seed), plain.reset(seed)
+        assert out.anchor == plain_out.observation == plain_out.anchor  # the anchor stays the grid
+        for move in ["up", "left", "down", "right"] * 3:
+            grid, line = out.observation.rsplit("\n", 1)
+            cells = [row.split(" ") for row in grid.splitlines()]
+            (pr, pc), (gr, gc) = (
+                (r, c) for ch in "PG" for r, row in enumerate(cells) for c, x in enumerate(row) if x == ch
+            )
+            goal, moves = line.removeprefix("Goal: ").split(". ", 1)
+            offset = {name: int(n) for n, name in (part.split(" ") for part in goal.split(", "))}
+            assert offset.get("down", 0) - offset.get("up", 0) == gr - pr
+            assert offset.get("right", 0) - offset.get("left", 0) == gc - pc
+            ahead = dict(part.split(": ") for part in moves.rstrip(".").split(", "))
+            assert list(ahead) == ["up", "down", "left", "right"]
+            seen.add(ahead[move])
+            nxt = env.step(f"<action>{move}</action>")
+            if ahead[move] == "hole":
+                assert nxt.done and not nxt.won
+            elif ahead[move] == "goal":
+                assert nxt.done and nxt.won
+            elif ahead[move] == "edge":
+                assert nxt.observation == out.observation and not nxt.done
+            else:
+                assert not nxt.done and "P" in nxt.observation and nxt.observation != out.observation
+            if nxt.done:
+                break
+            out = nxt
+    assert seen == {"ice", "hole", "goal", "edge"}
+    first = make_env("frozenlake", size=4, map_seed=0, directions=True).reset(0).observation
+    # gymnasium's map for seed 0: start top-left, goal bottom-right, a hole below the start
+    assert (
+        first
+        == "P _ _ _\nO O _ _\n_ O O _\nO _ _ G\nGoal: 3 down, 3 right. up: edge, down: hole, left: edge, right: ice."
+    )
+    with pytest.raises(TypeError, match="directions must be a bool"):
+        make_env("frozenlake", directions="yes")
+
+
 def test_frozenlake_hole_ends_without_reward() -> None:
     env = make_env("frozenlake", size=4)
     for seed in range(20):
