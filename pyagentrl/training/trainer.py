@@ -210,6 +210,7 @@ def train(config: TrainConfig, resume: str | Path | None = None) -> Path:
             flush=True,
         )
     engine.close()
+    world.close()
     return run_dir
 
 

@@ -236,8 +236,13 @@ def _assert_same_update(a: dict, b: dict, stats: tuple[str, ...]) -> None:
         assert float(diff.max()) <= 2 * 1e-4, name  # never more than the two steps of lr 1e-4 can move a weight
         total, far = total + diff.numel(), far + int((diff > 2e-6).sum())
     assert far <= 1e-5 * total, f"{far} of {total} weights differ by more than 2e-6"
+    # The loss is a mean of terms of order |advantage| ~ 1 that cancel to ~1e-4, so rounding differences of ~1e-6 in
+    # the ratios show in it at that size (measured: 1.1e-6 between ZeRO-0 and ZeRO-3 on one machine, under 1e-6 on
+    # another). A wrong update shows in the weights and the gradient norm above.
+    absolute = {"loss": 1e-5}
     for key in stats:
-        assert getattr(a["stats"], key) == pytest.approx(getattr(b["stats"], key), rel=1e-4, abs=1e-6), key
+        expected = pytest.approx(getattr(b["stats"], key), rel=1e-4, abs=absolute.get(key, 1e-6))
+        assert getattr(a["stats"], key) == expected, key
 
 
 def test_old_logprobs_from_the_update_forward_make_the_same_update_as_a_scoring_pass(tmp_path, saved_rollout):

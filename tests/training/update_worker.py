@@ -32,6 +32,7 @@ def main(rollout_path: str, out: str, overrides: list[str]) -> None:
     weights = dict(learner.weights())  # a collective call (ZeRO-3 gathers the weights on every rank)
     if world.is_main:
         torch.save({"weights": weights, "old": old, "stats": stats}, out)
+    world.close()
 
 
 if __name__ == "__main__":
