@@ -33,10 +33,21 @@ inline void check_ids(const at::Tensor& ids, const char* name, const at::Tensor&
   TORCH_CHECK_VALUE(ids.numel() == first.numel(), name, " has ", ids.numel(), " rows, expected ", first.numel());
 }
 
-// Reads id i and checks it lies in [0, bound) (CPU kernels; the CUDA kernels assert on the device).
+// The largest id range (num_groups, num_trajs) an op accepts: 2^40 ids, an 8 TiB table of counts, more than any
+// machine holds. Refusing more keeps every size computed from it (num + 1, num * 32 threads, bytes) far from
+// int64 overflow and stops a careless bound (a hash passed as a count) before it allocates. pyagentrl/ops/_checks.py
+// (MAX_IDS) states the same bound at the Python door.
+constexpr int64_t kMaxIds = int64_t{1} << 40;
+
+inline void check_num_ids(int64_t num, const char* name) {
+  TORCH_CHECK_VALUE(num >= 0 && num <= kMaxIds, name, " must be in [0, 2^40], got ", num);
+}
+
+// Reads id i and checks it lies in [0, bound) by comparisons only (no arithmetic on the id, so no value can
+// overflow past the check). CPU kernels; the CUDA kernels assert the same comparison on the device.
 inline int64_t checked_id(const int64_t* ids, int64_t i, int64_t bound, const char* name) {
   const int64_t id = ids[i];
-  TORCH_CHECK_INDEX(id >= 0 && id < bound, name, "[", i, "] = ", id, " is outside [0, ", bound, ")");
+  TORCH_CHECK_VALUE(id >= 0 && id < bound, name, "[", i, "] = ", id, " is outside [0, ", bound, ")");
   return id;
 }
 
@@ -47,7 +58,7 @@ inline void check_grouped_args(const at::Tensor& values, const at::Tensor& group
   check_1d_on(values, "values", type);
   check_floating(values, "values");
   check_ids(group_ids, "group_ids", values);
-  TORCH_CHECK_VALUE(num_groups >= 0, "num_groups must be >= 0, got ", num_groups);
+  check_num_ids(num_groups, "num_groups");
 }
 
 inline void check_pair_args(const at::Tensor& a, const at::Tensor& b, c10::DeviceType type) {
@@ -63,7 +74,7 @@ inline void check_trajectory_args(const at::Tensor& rewards, const std::optional
   check_floating(rewards, "rewards");
   check_ids(traj_ids, "traj_ids", rewards);
   check_ids(step_ids, "step_ids", rewards);
-  TORCH_CHECK_VALUE(num_trajs >= 0, "num_trajs must be >= 0, got ", num_trajs);
+  check_num_ids(num_trajs, "num_trajs");
   if (values.has_value()) {
     check_1d_on(*values, "values", type);
     check_same_device(*values, "values", rewards);

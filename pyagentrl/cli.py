@@ -20,6 +20,11 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+_TRUST_REMOTE_CODE = (
+    "let the model's own Python code run (HF's trust_remote_code; never taken from the checkpoint): only for a "
+    "model you trust"
+)
+
 
 def _positive_int(text: str) -> int:
     value = int(text)
@@ -40,6 +45,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     train.add_argument("config", nargs="?", help="a YAML config, e.g. train/configs/default.yaml")
     train.add_argument("overrides", nargs="*", help="key=value overrides, e.g. iterations=5 actor.lr=1e-5")
     train.add_argument("--resume", metavar="RUN_DIR", help="continue this run from its latest checkpoint")
+    train.add_argument(
+        "--trust-checkpoint",
+        action="store_true",
+        help="resume a checkpoint this machine did not sign (written elsewhere or by an older pyagentrl): its "
+        "DeepSpeed states are pickles, which can run code; only for a checkpoint you trust",
+    )
     evaluate = commands.add_parser("eval", help="score a checkpoint on held-out tasks")
     evaluate.add_argument("checkpoint", help="a checkpoint directory: <run>/checkpoints/iter_NNNNNN")
     evaluate.add_argument(
@@ -47,6 +58,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     evaluate.add_argument("--engine", choices=("vllm", "hf"), help="the rollout engine (default: the run's)")
     evaluate.add_argument("--temperature", type=float, help="sampling temperature (default: the run's; 0: greedy)")
+    evaluate.add_argument("--trust-remote-code", action="store_true", help=_TRUST_REMOTE_CODE)
     export = commands.add_parser(
         "export", help="write a checkpoint's policy as a plain HF model directory (LoRA merged, with the tokenizer)"
     )
@@ -56,6 +68,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     export.add_argument(
         "out_dir", metavar="OUT_DIR", help="a new or empty directory for config.json, the safetensors and the tokenizer"
     )
+    export.add_argument("--trust-remote-code", action="store_true", help=_TRUST_REMOTE_CODE)
     plot = commands.add_parser("plot", help="draw a run's curves as a PNG")
     plot.add_argument("run_dir")
     study = commands.add_parser("study", help="train and evaluate every arm of a study spec (resumable), then report")
@@ -117,6 +130,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     from pyagentrl.training.checkpoint import ResumeError
     from pyagentrl.training.config import ConfigError
     from pyagentrl.training.export import ExportError
+    from pyagentrl.training.run_lock import RunLocked
 
     try:
         if args.command == "train":
@@ -127,23 +141,36 @@ def main(argv: Sequence[str] | None = None) -> None:
             if args.resume is not None:
                 if args.config is not None:  # argparse took the first override for CONFIG
                     overrides.insert(0, args.config)
-                run_training(load_run_config(args.resume, overrides), resume=args.resume)
+                config = load_run_config(args.resume, overrides)
+                run_training(config, resume=args.resume, trust_checkpoint=args.trust_checkpoint)
             else:
                 if args.config is None:
                     train.error("give a CONFIG (e.g. train/configs/default.yaml) or --resume RUN_DIR")
+                if args.trust_checkpoint:
+                    train.error("--trust-checkpoint goes with --resume RUN_DIR")
                 run_training(load_config(args.config, overrides))
         elif args.command == "eval":
             from pyagentrl.training.evaluate import evaluate_checkpoint
 
-            evaluate_checkpoint(args.checkpoint, tasks=args.tasks, engine=args.engine, temperature=args.temperature)
+            _check_temperature(args.temperature)
+            evaluate_checkpoint(
+                args.checkpoint,
+                tasks=args.tasks,
+                engine=args.engine,
+                temperature=args.temperature,
+                trust_remote_code=args.trust_remote_code,
+            )
         elif args.command == "export":
             from pyagentrl.training.export import export_checkpoint
 
-            export_checkpoint(args.checkpoint, args.out_dir)
+            export_checkpoint(args.checkpoint, args.out_dir, trust_remote_code=args.trust_remote_code)
         elif args.command == "plot":
-            from pyagentrl.training.plot import plot_run
+            from pyagentrl.training.plot import PlotError, plot_run
 
-            print(plot_run(args.run_dir))
+            try:
+                print(plot_run(args.run_dir))
+            except PlotError as exc:  # a run directory without metrics, or with a line that is not one
+                raise ConfigError(str(exc)) from None
         elif args.command == "study":
             from pathlib import Path
 
@@ -158,9 +185,19 @@ def main(argv: Sequence[str] | None = None) -> None:
                 raise SystemExit(1) from None
         elif args.command == "baselines":
             _baselines(args)
-    except (ConfigError, ResumeError, ExportError, FileNotFoundError) as exc:
+    except (ConfigError, ResumeError, ExportError, RunLocked, FileNotFoundError) as exc:
         print(f"pyagentrl {args.command}: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
+
+
+def _check_temperature(temperature: float | None) -> None:
+    """``eval --temperature``: refused in one line before the checkpoint's model loads."""
+    import math
+
+    from pyagentrl.training.config import ConfigError
+
+    if temperature is not None and not (math.isfinite(temperature) and temperature >= 0):
+        raise ConfigError(f"--temperature must be a finite number >= 0 (0: greedy), got {temperature}")
 
 
 def _testbed(args: argparse.Namespace) -> None:
@@ -198,16 +235,21 @@ def _baselines(args: argparse.Namespace) -> None:
 
     from pyagentrl.cache import atomic_write
     from pyagentrl.training.baselines import compute_baselines, format_table
-    from pyagentrl.training.config import ConfigError, load_config, validate
+    from pyagentrl.training.config import ConfigError, directory_problem, load_config, validate
 
     if args.key is not None and args.out is None:
         raise ConfigError("--key needs --out")
     out = Path(args.out) if args.out is not None else None
+    if out is not None and out.is_dir():  # the JSON is written at the end: refused now, not after the work
+        raise ConfigError(f"--out {out} is a directory; give the path of the JSON file to write")
+    problem = None if out is None else directory_problem(out.parent)
+    if problem is not None:
+        raise ConfigError(f"--out {out}: cannot write there: {problem}")
     existing: dict = {}
     if out is not None and args.key is not None and out.is_file():  # read first: a bad file stops before any work
         try:
             existing = json.loads(out.read_text())
-        except json.JSONDecodeError as exc:
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise ConfigError(f"--out {out} is not JSON ({exc})") from None
         if not isinstance(existing, dict):
             raise ConfigError(f"--out {out} holds no JSON object to add --key {args.key!r} to")

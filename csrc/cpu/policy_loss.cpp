@@ -52,7 +52,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> per_action_clipped_loss_cpu(
         const int64_t base = b * len;
         for (int64_t j = 0; j < len; ++j) {
           if (mp[base + j] == 0) continue;
-          const int64_t s = segp ? checked_id(segp + base, j, len, "segment_ids") : 0;
+          const int64_t s = segp ? segp[base + j] : 0;
+          TORCH_CHECK_VALUE(s >= 0 && s < len, "segment_ids[", b, ", ", j, "] = ", s, " is outside [0, ", len, ")");
           log_sum[s] += static_cast<double>(mp[base + j]) * (static_cast<double>(lpp[base + j]) - oldp[base + j]);
           weight[s] += static_cast<double>(mp[base + j]);
         }

@@ -13,6 +13,9 @@
 namespace pyagentrl {
 namespace {
 
+// The rule every step-id message ends with; pyagentrl/ops/returns.py words the reference path's messages the same.
+constexpr const char* kContiguousSteps = "step_ids of each trajectory must be 0..n-1, each exactly once";
+
 // Row order that lists every trajectory's rows by step. Requires each trajectory's step ids to be
 // exactly 0..n-1, so the bucket of row i is offset[traj] + step and no sort is needed.
 struct TrajectoryOrder {
@@ -20,27 +23,25 @@ struct TrajectoryOrder {
   std::vector<int64_t> rows;    // rows[offset[t] + s] = row of step s of trajectory t
 };
 
+// Every step id is compared with its trajectory's row count before it is used: a step id is any int64 (near
+// 2^63, step + 1 or offset + step would overflow), and only 0 <= step < count keeps offset + step inside the
+// trajectory's own bucket. n rows in n slots with no slot taken twice then means each trajectory has 0..n-1.
+// The messages print only ids and row numbers read from the inputs and from `rows` itself.
 TrajectoryOrder order_by_step(const int64_t* traj, const int64_t* step, int64_t n, int64_t num_trajs) {
   std::vector<int64_t> count(num_trajs, 0);
-  std::vector<int64_t> length(num_trajs, 0);
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t t = checked_id(traj, i, num_trajs, "traj_ids");
-    TORCH_CHECK_VALUE(step[i] >= 0, "step_ids[", i, "] = ", step[i], " is negative");
-    count[t] += 1;
-    length[t] = std::max(length[t], step[i] + 1);
-  }
+  for (int64_t i = 0; i < n; ++i) count[checked_id(traj, i, num_trajs, "traj_ids")] += 1;
   TrajectoryOrder order;
   order.offset.assign(num_trajs + 1, 0);
-  for (int64_t t = 0; t < num_trajs; ++t) {
-    TORCH_CHECK_VALUE(count[t] == length[t], "trajectory ", t, " has ", count[t], " rows but its largest step id is ",
-                      length[t] - 1, ": step_ids of a trajectory must be 0..n-1, each exactly once");
-    order.offset[t + 1] = order.offset[t] + count[t];
-  }
+  for (int64_t t = 0; t < num_trajs; ++t) order.offset[t + 1] = order.offset[t] + count[t];
   order.rows.assign(n, -1);
   for (int64_t i = 0; i < n; ++i) {
-    int64_t& slot = order.rows[order.offset[traj[i]] + step[i]];
-    TORCH_CHECK_VALUE(slot < 0, "step_ids: trajectory ", traj[i], " has step ", step[i], " twice (rows ", slot, " and ",
-                      i, ")");
+    const int64_t t = traj[i];
+    const int64_t s = step[i];
+    TORCH_CHECK_VALUE(s >= 0 && s < count[t], "step_ids[", i, "] = ", s, " is outside [0, ", count[t],
+                      ") (trajectory ", t, " has ", count[t], " rows): ", kContiguousSteps);
+    int64_t& slot = order.rows[order.offset[t] + s];
+    TORCH_CHECK_VALUE(slot < 0, "step_ids: trajectory ", t, " has step ", s, " twice (rows ", slot, " and ", i,
+                      "): ", kContiguousSteps);
     slot = i;
   }
   return order;

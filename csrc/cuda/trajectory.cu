@@ -15,15 +15,17 @@
 namespace pyagentrl::cuda {
 namespace {
 
-// rows[offset[t] + step] = row. A step outside 0..count-1 or a step given twice stops the kernel with a
-// device-side assert (the Python API rejects both with a clear message first).
+// rows[offset[t] + step] = row. A trajectory id outside [0, num_trajs), a step outside 0..count-1 or a step given
+// twice stops the kernel with a device-side assert (the Python API rejects all three with a clear message first).
+// Ids are only compared, never added to before the check: a step id near 2^63 cannot wrap into another bucket.
 __global__ void place_rows_kernel(const int64_t* __restrict__ traj, const int64_t* __restrict__ step,
                                   const int64_t* __restrict__ offset, const int64_t* __restrict__ count, int64_t n,
-                                  unsigned long long* __restrict__ rows) {
+                                  int64_t num_trajs, unsigned long long* __restrict__ rows) {
   const int64_t i = thread_index();
   if (i >= n) return;
   const int64_t t = traj[i];
   const int64_t s = step[i];
+  CUDA_KERNEL_ASSERT(t >= 0 && t < num_trajs);  // count_ids asserted it too; this kernel reads count[t] itself
   CUDA_KERNEL_ASSERT(s >= 0 && s < count[t]);
   const unsigned long long previous = atomicCAS(rows + offset[t] + s, kEmptySlot, static_cast<unsigned long long>(i));
   CUDA_KERNEL_ASSERT(previous == kEmptySlot);
@@ -66,7 +68,7 @@ at::Tensor trajectory_gae_cuda(const at::Tensor& rewards, const std::optional<at
   at::Tensor rows = at::full({n}, -1, traj.options());  // all bits set: kEmptySlot
   place_rows_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
       traj.data_ptr<int64_t>(), step.data_ptr<int64_t>(), offset.data_ptr<int64_t>(), count.data_ptr<int64_t>(), n,
-      reinterpret_cast<unsigned long long*>(rows.data_ptr<int64_t>()));
+      num_trajs, reinterpret_cast<unsigned long long*>(rows.data_ptr<int64_t>()));
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   if (num_trajs == 0) return out;
   AT_DISPATCH_FLOATING_TYPES(r.scalar_type(), "trajectory_gae", [&] {

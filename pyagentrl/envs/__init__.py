@@ -31,18 +31,28 @@ from pyagentrl.envs.base import StepResult, Task, TextEnv
 from pyagentrl.envs.batch import EnvBatch
 from pyagentrl.envs.parsing import ActionParser
 from pyagentrl.envs.prompts import PromptBuilder, apply_chat_template, build_messages, render_prompt
-from pyagentrl.envs.registry import ENVS, env_factory, make_env, prompt_family, register_env
+from pyagentrl.envs.registry import (
+    ENVS,
+    EnvOptionError,
+    check_env_options,
+    env_factory,
+    make_env,
+    prompt_family,
+    register_env,
+)
 
 __all__ = [
     "ENVS",
     "ActionParser",
     "EnvBatch",
+    "EnvOptionError",
     "PromptBuilder",
     "StepResult",
     "Task",
     "TextEnv",
     "apply_chat_template",
     "build_messages",
+    "check_env_options",
     "env_factory",
     "make_env",
     "prompt_family",

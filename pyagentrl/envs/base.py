@@ -82,6 +82,13 @@ class TextEnv(abc.ABC):
         self._last: StepResult | None = None
         self._steps = 0
 
+    @classmethod
+    def check_options(cls, **options: Any) -> None:
+        """Raises what the constructor would raise for ``options``, starting no game: `check_env_options` calls it
+        before a run loads its model. This one builds an environment and closes it (constructors only keep and
+        check their settings; games start in `reset`); a family whose constructor starts a process overrides it."""
+        cls(**options).close()
+
     @abc.abstractmethod
     def _reset(self, task: Task) -> StepResult:
         """Start the episode named by `task`; equal tasks must give identical first results."""

@@ -8,9 +8,14 @@ matters for the family that needs it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
+import inspect
+import math
+import os
+import types
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
 
 from pyagentrl.envs.base import TextEnv
 from pyagentrl.envs.prompts import INTRO, add_prompt_family
@@ -102,6 +107,125 @@ def prompt_family(name: str) -> str:
     return ENVS[name][1]
 
 
+class EnvOptionError(ValueError):
+    """An option an environment family refuses: ``option`` names it (None when the refusal names no one option)."""
+
+    def __init__(self, option: str | None, problem: str) -> None:
+        super().__init__(f"{option}: {problem}" if option else problem)
+        self.option, self.problem = option, problem
+
+
+def check_env_options(name: str, options: Mapping[str, Any]) -> None:
+    """Raises `EnvOptionError` for an option family `name` would refuse, starting no game: a name its constructor
+    does not take or a value of the wrong type (against the constructor's signature), then the family's own checks
+    (`TextEnv.check_options`; a family registered as a plain function is built once and closed). Meant for a run's
+    config check, before a model loads."""
+    _check(name)
+    make = ENVS[name][0]
+    target: Any
+    target, fixed = _BUILDS.get(make, (make, {}))
+    if isinstance(target, tuple):  # a built-in family: its module is imported now, on first use
+        target = getattr(importlib.import_module(target[0]), target[1])
+    params = _check_signature(name, target, options, fixed)
+    try:
+        if isinstance(target, type) and issubclass(target, TextEnv):
+            target.check_options(**fixed, **options)
+        else:
+            make(**options).close()
+    except (TypeError, ValueError) as exc:
+        if isinstance(exc, EnvOptionError):
+            raise
+        word, _, rest = str(exc).partition(" ")  # the constructors' messages start with the option's name
+        option = word.rstrip(":")
+        raise (EnvOptionError(option, rest) if option in params else EnvOptionError(None, str(exc))) from None
+
+
+def _check_signature(
+    name: str, make: Callable[..., Any], options: Mapping[str, Any], fixed: Mapping[str, Any]
+) -> set[str]:
+    """The option names ``make`` takes (less those the family fixes); raises `EnvOptionError` for another name, or a
+    value its type hint does not admit. A constructor that takes ``**kwargs`` admits any name."""
+    try:
+        signature = inspect.signature(make)
+        init = make.__init__ if isinstance(make, type) else make  # type: ignore[misc]  # a class: its constructor's
+        hints = get_type_hints(init)
+    except (TypeError, ValueError, NameError):  # no signature or unresolvable hints: the constructor decides
+        return set(options)
+    kinds = {p.kind for p in signature.parameters.values()}
+    params = {p for p, v in signature.parameters.items() if v.kind not in (v.VAR_POSITIONAL, v.VAR_KEYWORD)}
+    params -= set(fixed)
+    for option, value in options.items():
+        if option not in params and inspect.Parameter.VAR_KEYWORD not in kinds:
+            raise EnvOptionError(str(option), f"unknown option of {name}; expected one of {', '.join(sorted(params))}")
+        hint = hints.get(option, Any)
+        if option in params and not _fits(value, hint):
+            raise EnvOptionError(option, f"must be {_shown(hint)}, got {value!r}")
+    return params
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    """Whether a config value fits a constructor's type hint. YAML has no tuples, so a list fits a tuple; floats
+    must be finite; a hint this does not know admits anything."""
+    origin, args = get_origin(hint), get_args(hint)
+    if hint is Any:
+        return True
+    if hint is None or hint is type(None):
+        return value is None
+    if origin in (Union, types.UnionType):
+        return any(_fits(value, arm) for arm in args)
+    if origin is Literal:
+        return value in args
+    if hint in (bool, int, float):
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if hint is float:
+            return number and math.isfinite(value)
+        return isinstance(value, bool) if hint is bool else number and isinstance(value, int)
+    if origin is tuple or origin in (list, Sequence):
+        if not isinstance(value, list | tuple):
+            return False
+        if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
+            return len(value) == len(args) and all(_fits(v, a) for v, a in zip(value, args, strict=True))
+        return all(_fits(v, args[0]) for v in value) if args else True
+    if origin in (dict, Mapping):
+        return isinstance(value, Mapping)
+    if origin is os.PathLike or hint is os.PathLike:
+        return isinstance(value, os.PathLike)
+    return isinstance(value, hint) if isinstance(hint, type) else True
+
+
+def _shown(hint: Any) -> str:
+    """A type hint in words, for `_fits`'s refusals."""
+    origin, args = get_origin(hint), get_args(hint)
+    if origin in (Union, types.UnionType):
+        return " or ".join(_shown(arm) for arm in args)
+    if hint is None or hint is type(None):
+        return "None"
+    if hint is float:
+        return "a finite number"
+    if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
+        return f"a list [{', '.join(_shown(a) for a in args)}]"
+    if origin in (tuple, list, Sequence):
+        return f"a list of {_shown(args[0])}" if args else "a list"
+    if origin in (dict, Mapping):
+        return "a mapping"
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in args)
+    return getattr(hint, "__name__", str(hint))
+
+
+#: A built-in family's thin constructor -> ((module, class) it builds, the arguments it fixes): what
+#: `check_env_options` checks the options against without importing every family up front.
+_BUILDS: dict[Callable[..., Any], tuple[Any, dict[str, Any]]] = {}
+
+
+def _builds(module: str, cls: str, **fixed: Any) -> Callable[[E], E]:
+    def decorator(make: E) -> E:
+        _BUILDS[make] = ((module, cls), fixed)
+        return make
+
+    return decorator
+
+
 # The built-in families.
 
 
@@ -112,6 +236,7 @@ def prompt_family(name: str) -> str:
         "Symbols: _ ice, O hole, G goal, P you. Reach G without stepping into a hole."
     ),
 )
+@_builds("pyagentrl.envs.frozenlake", "FrozenLakeEnv")
 def _frozenlake(**cfg: Any) -> TextEnv:
     from pyagentrl.envs.frozenlake import FrozenLakeEnv
 
@@ -127,6 +252,7 @@ def _frozenlake(**cfg: Any) -> TextEnv:
         "into a corner can no longer be moved."
     ),
 )
+@_builds("pyagentrl.envs.sokoban", "SokobanEnv")
 def _sokoban(**cfg: Any) -> TextEnv:
     from pyagentrl.envs.sokoban import SokobanEnv
 
@@ -134,6 +260,7 @@ def _sokoban(**cfg: Any) -> TextEnv:
 
 
 @register_env("textworld", intro="You are an expert player of a text adventure game.")
+@_builds("pyagentrl.envs.textworld_env", "TextWorldEnv")
 def _textworld(**cfg: Any) -> TextEnv:
     from pyagentrl.envs.textworld_env import TextWorldEnv
 
@@ -141,6 +268,7 @@ def _textworld(**cfg: Any) -> TextEnv:
 
 
 @register_env("twx", intro="You are an expert agent operating in a TextWorldExpress text environment.")
+@_builds("pyagentrl.envs.twx", "TextWorldExpressEnv")
 def _twx(**cfg: Any) -> TextEnv:
     from pyagentrl.envs.twx import TextWorldExpressEnv
 
@@ -148,6 +276,7 @@ def _twx(**cfg: Any) -> TextEnv:
 
 
 @register_env("alfworld", intro="You are an expert agent operating in the ALFRED embodied household environment.")
+@_builds("pyagentrl.envs.alfworld_env", "AlfworldEnv", source="data")
 def _alfworld(**cfg: Any) -> TextEnv:
     """Real ALFWorld games under ``$ALFWORLD_DATA``."""
     from pyagentrl.envs.alfworld_env import AlfworldEnv
@@ -156,6 +285,7 @@ def _alfworld(**cfg: Any) -> TextEnv:
 
 
 @register_env("alfworld_gen", prompts="alfworld")
+@_builds("pyagentrl.envs.alfworld_env", "AlfworldEnv", source="generated")
 def _alfworld_gen(**cfg: Any) -> TextEnv:
     """ALFWorld-format tasks generated offline."""
     from pyagentrl.envs.alfworld_env import AlfworldEnv

@@ -13,6 +13,7 @@ Reward: the game's score increase (scores lie in [0, 1]); ``won`` on task succes
 
 from __future__ import annotations
 
+import inspect
 import threading
 from typing import Any
 
@@ -53,6 +54,15 @@ def _release(slot: list[Any]) -> None:
         slot[1] -= 1
 
 
+def _check_settings(fold: str, anchor: str, envs_per_jvm: int) -> None:
+    if anchor not in ("observation", "state"):
+        raise ValueError(f"anchor must be 'observation' or 'state', got {anchor!r}")
+    if fold not in ("train", "dev", "test"):
+        raise ValueError(f"fold must be 'train', 'dev' or 'test', got {fold!r}")
+    if envs_per_jvm < 1:
+        raise ValueError(f"envs_per_jvm must be >= 1, got {envs_per_jvm}")
+
+
 class TextWorldExpressEnv(TextEnv):
     """One TextWorldExpress game; an integer task is the game seed.
 
@@ -78,10 +88,7 @@ class TextWorldExpressEnv(TextEnv):
         parser: ActionParser | None = None,
     ) -> None:
         super().__init__(max_steps=max_steps, parser=parser)
-        if anchor not in ("observation", "state"):
-            raise ValueError(f"anchor must be 'observation' or 'state', got {anchor!r}")
-        if fold not in ("train", "dev", "test"):
-            raise ValueError(f"fold must be 'train', 'dev' or 'test', got {fold!r}")
+        _check_settings(fold, anchor, envs_per_jvm)
         self.game, self.game_params, self.fold, self.anchor_mode = game, game_params, fold, anchor
         self._server: Any
         self._slot: list[Any] | None
@@ -91,6 +98,16 @@ class TextWorldExpressEnv(TextEnv):
             raise ValueError(f"TextWorldExpress rejected game={game!r}, game_params={game_params!r}: {message}")
         self._score = 0.0
         self._task = ""
+
+    @classmethod
+    def check_options(cls, **options: Any) -> None:
+        """The constructor's checks without starting a JVM (the game and its parameters are checked when the first
+        game loads them)."""
+        bound = inspect.signature(cls).bind(**options)
+        bound.apply_defaults()
+        given = bound.arguments
+        TextEnv.__init__(object.__new__(cls), max_steps=given["max_steps"], parser=given["parser"])
+        _check_settings(given["fold"], given["anchor"], given["envs_per_jvm"])
 
     def _result(self, infos: dict[str, Any], reward: float) -> StepResult:
         obs = infos["observation"].strip()

@@ -15,7 +15,7 @@ preconditions are the domains let through here, so the two sides agree). Where e
 - ``bands`` and ``rows_per_band`` (>= 1, product at most num_perm): :func:`banding`.
 - LSH ``weights``: :func:`lsh_weights`.
 - ``k`` (0..63): :func:`hamming_k`.
-- ``num_threads`` (None or >= 1): :func:`threads`.
+- ``num_threads`` (None, or 1..4 x the cores): :func:`threads`.
 - ``group_ids`` (integers, one per row): :func:`group_id_array`; keys, signatures and
   fingerprints: the grouping functions that take them.
 - Items (str, bytes, token lists): converted by the extension; on the error path only,
@@ -29,6 +29,7 @@ states every numeric domain as a precondition; the bindings check nothing.
 from __future__ import annotations
 
 import numbers
+import os
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, cast
 
@@ -235,6 +236,26 @@ def group_id_array(group_ids: Any, n: int) -> npt.NDArray[np.int64]:
     return np.ascontiguousarray(ids, dtype=np.int64)
 
 
+# Threads per core that num_threads may ask for. Hashing is CPU-bound, so threads beyond the cores only take turns;
+# 4x leaves room for hyperthreads and deliberate oversubscription. Each distinct size starts a pool of that many OS
+# threads (the extension keeps a few pools, by size), so an unbounded count (100,000) would hang the process.
+THREADS_PER_CORE = 4
+
+
+def max_threads() -> int:
+    """The largest ``num_threads`` accepted: :data:`THREADS_PER_CORE` x this machine's cores."""
+    return THREADS_PER_CORE * (os.cpu_count() or 1)
+
+
 def threads(num_threads: int | None) -> int:
     """The extension's thread count: 0 = rayon's global pool (RAYON_NUM_THREADS or all cores)."""
-    return 0 if num_threads is None else count(num_threads, "num_threads", 1)
+    if num_threads is None:
+        return 0
+    cap = max_threads()
+    value = count(num_threads, "num_threads", 1)
+    if value > cap:
+        raise ValueError(
+            f"num_threads must be at most {cap} ({THREADS_PER_CORE} x the {os.cpu_count() or 1} cores: more threads "
+            f"cannot hash faster), got {value}; None uses all cores"
+        )
+    return value

@@ -149,8 +149,9 @@ class SentenceEncoder:
         self.device = encoder_device(device)
         self.batch_size = batch_size if batch_size is not None else DEFAULT_BATCH_SIZE.get(self.device.type, 8)
         self.name = DEFAULT_MODEL_NAME if model is None else str(model)
-        self.tokenizer = AutoTokenizer.from_pretrained(path)
-        self.model = AutoModel.from_pretrained(path).to(self.device).eval()
+        # Never the model directory's own code: an anchor encoder is named in a config, which a run stores and resumes.
+        self.tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False)
+        self.model = AutoModel.from_pretrained(path, trust_remote_code=False).to(self.device).eval()
         self.max_length = _max_length(path, self.tokenizer, self.model.config)
         self.dim = int(self.model.config.hidden_size)
 

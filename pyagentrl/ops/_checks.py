@@ -4,6 +4,7 @@ the call instead of deep inside a kernel or, worse, as a silently wrong advantag
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 
@@ -59,11 +60,33 @@ def same_device(t: torch.Tensor, name: str, device: torch.device) -> None:
         raise ValueError(f"{name} is on {t.device}, expected {device}")
 
 
-def num_ids(t: torch.Tensor, name: str, given: int | None) -> int:
-    """The number of dense ids: ``given`` if set (checked against the data), else max + 1."""
+# The largest id range (num_groups, num_trajs) an op accepts, as csrc/checks.h's kMaxIds: an op keeps a table entry
+# per id, and 2**40 entries (8 TiB of counts) is more than any machine holds, so a larger range is a hash or a
+# careless count, refused before anything is allocated or overflows int64.
+MAX_IDS = 2**40
+
+
+def num_ids(t: torch.Tensor, name: str, given: int | None, num_name: str | None = None) -> int:
+    """The number of dense ids in ``t`` (non-negative, checked by :func:`ids`): ``given`` if set (an int in
+    0..MAX_IDS, checked against the data), else max + 1, which may not exceed the number of rows: without a count,
+    ids index per-id tables, so an id of 2**62 (a hash, say) would ask for a table of 2**62 entries.
+    ``num_name`` names the count argument of the op, if it has one."""
     observed = int(t.max()) + 1 if t.numel() else 0
     if given is None:
+        rows = t.numel()
+        if observed > rows:
+            count_hint = f"pass {num_name}, or " if num_name else ""
+            raise ValueError(
+                f"{name} has id {observed - 1}, outside [0, {rows}): ids are dense, below the number of rows; "
+                f"{count_hint}number sparse keys with ops.factorize"
+            )
         return observed
+    label = num_name or "the number of ids"
+    if isinstance(given, bool) or not isinstance(given, numbers.Integral):
+        raise TypeError(f"{label} must be an int, got {type(given).__name__}")
+    given = int(given)
+    if not 0 <= given <= MAX_IDS:
+        raise ValueError(f"{label} must be in 0..2**40, got {given}")
     if given < observed:
         raise ValueError(f"{name} has id {observed - 1}, outside [0, {given})")
     return given

@@ -11,8 +11,8 @@ import torch
 
 from pyagentrl.ops import _checks
 from pyagentrl.ops._dispatch import run
-from pyagentrl.ops.ids import factorize_pairs
-from pyagentrl.ops.returns import has_contiguous_steps
+from pyagentrl.ops.ids import pair_ids
+from pyagentrl.ops.returns import check_steps_unless_kernel
 from pyagentrl.ops.stats import NormMode, SingletonRule
 
 EpisodeWeighting = Literal["episode", "rows", "inverse_length"]
@@ -84,7 +84,8 @@ def grpo_advantage(
     singleton_raw = _checks.singleton_rule(singleton)
     eps = _checks.non_negative(eps, "eps")
     weighting = check_episode_weighting(episode_weighting)
-    traj, num_trajs = factorize_pairs(g, t)
+    num_groups = _checks.num_ids(g, "group_ids", None)
+    traj, num_trajs = pair_ids(g, t)
     lowest = torch.full((num_trajs,), float("inf"), dtype=x.dtype, device=x.device)
     traj_score = lowest.scatter_reduce(0, traj, x, "amin")
     highest = torch.full_like(traj_score, float("-inf")).scatter_reduce(0, traj, x, "amax")
@@ -93,7 +94,6 @@ def grpo_advantage(
         row = int((traj == bad).nonzero()[0, 0])
         raise ValueError(f"scores differ within one trajectory (the one of row {row}); give each row its episode score")
     traj_group = torch.zeros_like(traj_score, dtype=torch.int64).scatter_(0, traj, g)
-    num_groups = int(g.max()) + 1
     return episode_advantage(traj_score, traj_group, traj, num_groups, scale, eps, unbiased, singleton_raw, weighting)
 
 
@@ -197,8 +197,9 @@ def gigpo_advantage(
         raise ValueError(f"step_returns must have {episode.numel()} rows, got shape {tuple(returns.shape)}")
     if returns.dtype != episode.dtype:
         raise TypeError(f"step_returns is {returns.dtype} but episode_scores is {episode.dtype}; give both one dtype")
+    _checks.same_device(returns, "step_returns", episode.device)
     anchors = _checks.ids_any_value(anchor_ids, "anchor_ids", returns.numel(), returns.device)
-    state_ids, num_states = factorize_pairs(group_ids, anchors)
+    state_ids, num_states = pair_ids(group_ids, anchors)
     step = step_advantage(returns, state_ids, num_states, norm == "mean_std_norm", eps, unbiased)
     return combine_levels(episode, step, combine, weight, alpha)
 
@@ -262,12 +263,11 @@ def gagpo_advantage(
     gamma = _checks.unit_interval(gamma, "gamma")
     lam = _checks.unit_interval(lam, "lam")
     eps = _checks.non_negative(eps, "eps")
-    num_trajs = int(traj.max()) + 1
-    if not has_contiguous_steps(traj, step, num_trajs):
-        raise ValueError("step_ids of each trajectory must be 0..n-1, each exactly once")
+    num_trajs = _checks.num_ids(traj, "traj_ids", None)
+    num_groups = _checks.num_ids(g, "group_ids", None)
+    check_steps_unless_kernel(traj, step, num_trajs)
     traj_group = _group_of_each_trajectory(g, traj, num_trajs)
-    state_ids, num_states = factorize_pairs(g, anchors)
-    num_groups = int(g.max()) + 1
+    state_ids, num_states = pair_ids(g, anchors)
     return gae_advantage(
         r, g, traj, step, state_ids, traj_group, num_groups, num_trajs, num_states, gamma, lam, norm, norm_over, eps,
         unbiased,

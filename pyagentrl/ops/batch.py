@@ -13,7 +13,7 @@ import torch
 
 from pyagentrl.ops import _checks
 from pyagentrl.ops._dispatch import run
-from pyagentrl.ops.returns import steps_are_contiguous
+from pyagentrl.ops.returns import check_steps
 
 
 @dataclass(frozen=True)
@@ -66,8 +66,7 @@ class StepBatch:
         anchors = _checks.ids_any_value(self.anchor_ids, "anchor_ids", n, device)
         num_groups = _dense_count(group, "group_ids")
         num_trajs = _dense_count(traj, "traj_ids")
-        if not steps_are_contiguous(traj, step, num_trajs):
-            raise ValueError("step_ids of each trajectory must be 0..n-1, each exactly once")
+        check_steps(traj, step, num_trajs)
         traj_group = _one_value_per_trajectory(group, traj, num_trajs, "group_ids", "task groups")
         traj_score = _one_value_per_trajectory(scores, traj, num_trajs, "episode_scores", "episode scores")
         if self.response_mask is not None:
@@ -93,8 +92,9 @@ class StepBatch:
 
 
 def _dense_count(ids: torch.Tensor, name: str) -> int:
-    """The number of ids, checking that every id in 0..max is used."""
-    count = torch.bincount(ids)
+    """The number of ids, checking that every id in 0..max is used (an id beyond the rows is refused first, before
+    bincount would allocate a table up to it)."""
+    count = torch.bincount(ids, minlength=_checks.num_ids(ids, name, None))
     if bool((count == 0).any()):
         missing = int((count == 0).nonzero()[0, 0])
         raise ValueError(f"{name} must be dense 0..{count.numel() - 1}: no row has id {missing}")

@@ -26,7 +26,12 @@ def factorize_pairs(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, int
     if bt.dtype != torch.int64 or bt.shape != at.shape:
         raise ValueError(f"b must be int64 with shape {tuple(at.shape)}, got {bt.dtype} {tuple(bt.shape)}")
     _checks.same_device(bt, "b", at.device)
-    dense, num = run("factorize_pairs", at.device, at, bt)
+    return pair_ids(at, bt)
+
+
+def pair_ids(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """Unchecked core of :func:`factorize_pairs`, for ops that have validated ``a`` and ``b`` already."""
+    dense, num = run("factorize_pairs", a.device, a, b)
     return dense, int(num)
 
 

@@ -103,9 +103,23 @@ def aggregate_loss(
 ) -> torch.Tensor:
     """Reduces a [B, L] per-token loss to a scalar, as verl's ``agg_loss`` does on one rank (rows or
     segments without a masked token are left out of the means; "seq-mean-token-sum-norm" divides the
-    seq-mean-token-sum by L). The modes: docs/algorithms.md (L4)."""
+    seq-mean-token-sum by L). The modes: docs/algorithms.md (L4).
+
+    Args:
+        token_loss: float32/float64 [B, L] (may require grad).
+        mask: [B, L] bool/int/float, on the device of ``token_loss``; finite and non-negative.
+        segment_ids: int64 [B, L] or None; on masked tokens in [0, L) (read by "segment-mean").
+    """
+    loss = _checks.float_values(token_loss, "token_loss", dim=2)
+    mask_in = _checks.tensor(mask, "mask")
+    if mask_in.shape != loss.shape:
+        raise ValueError(f"mask has shape {tuple(mask_in.shape)}, expected {tuple(loss.shape)} (token_loss's)")
+    _checks.same_device(mask_in, "mask", loss.device)
+    _checks.finite_mask(mask_in, "mask")
+    weights = mask_in.to(loss.dtype)
+    seg = None if segment_ids is None else _segments(segment_ids, weights != 0, loss)
     check_loss_agg_mode(mode)
-    return reduce_token_loss(token_loss, mask, mode, segment_ids)
+    return reduce_token_loss(loss, weights, mode, seg)
 
 
 def check_loss_agg_mode(mode: str) -> None:
@@ -170,7 +184,18 @@ def kl_penalty(logp: torch.Tensor, ref_logp: torch.Tensor, estimator: str = "k3"
 
     k3 (Schulman's low-variance estimator, verl's "low_var_kl") is ≥ 0 and unbiased in expectation, but its
     gradient 1 − r grows as e^{log r} for tokens the policy has made much rarer than the reference: the clamps bound
-    it (a token past them adds a constant and no gradient)."""
+    it (a token past them adds a constant and no gradient).
+
+    ``logp`` and ``ref_logp``: float tensors of one shape on one device (no broadcasting). The checks read shapes
+    only, never values: the trainer calls this in its loss path."""
+    lp = _checks.tensor(logp, "logp")
+    ref = _checks.tensor(ref_logp, "ref_logp")
+    for t, name in ((lp, "logp"), (ref, "ref_logp")):
+        if not t.dtype.is_floating_point:
+            raise TypeError(f"{name} must be a float tensor, got {t.dtype}")
+    if ref.shape != lp.shape:
+        raise ValueError(f"ref_logp has shape {tuple(ref.shape)}, expected {tuple(lp.shape)} (logp's)")
+    _checks.same_device(ref, "ref_logp", lp.device)
     if estimator == "k1":
         return logp - ref_logp
     if estimator != "k3":

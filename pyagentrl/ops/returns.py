@@ -42,11 +42,10 @@ def trajectory_gae(
         _checks.same_device(values, "values", r.device)
     traj = _checks.ids(traj_ids, "traj_ids", n, r.device)
     step = _checks.ids(step_ids, "step_ids", n, r.device)
-    num = _checks.num_ids(traj, "traj_ids", num_trajs)
+    num = _checks.num_ids(traj, "traj_ids", num_trajs, "num_trajs")
     gamma = _checks.unit_interval(gamma, "gamma")
     lam = _checks.unit_interval(lam, "lam")
-    if not has_contiguous_steps(traj, step, num):
-        raise ValueError("step_ids of each trajectory must be 0..n-1, each exactly once")
+    check_steps_unless_kernel(traj, step, num)
     return run("trajectory_gae", r.device, r, values, traj, step, num, gamma, lam)
 
 
@@ -65,20 +64,41 @@ def discounted_returns(
     )
 
 
-def has_contiguous_steps(traj: torch.Tensor, step: torch.Tensor, num_trajs: int) -> bool:
-    """Whether every trajectory's step ids are exactly 0..n−1. The CPU kernel checks this itself (with the offending
-    trajectory in its message); the references and other devices check here."""
+CONTIGUOUS_STEPS = "step_ids of each trajectory must be 0..n-1, each exactly once"
+
+
+def check_steps_unless_kernel(traj: torch.Tensor, step: torch.Tensor, num_trajs: int) -> None:
+    """Checks that every trajectory's step ids are exactly 0..n−1, where the CPU kernel will not: it checks them
+    itself, with the same messages (csrc/cpu/trajectory.cpp), so the check runs once whichever implementation
+    runs. The references and other devices are checked here."""
     if traj.numel() == 0 or (traj.device.type == "cpu" and uses_kernel("trajectory_gae", traj.device)):
-        return True
-    return steps_are_contiguous(traj, step, num_trajs)
+        return
+    check_steps(traj, step, num_trajs)
 
 
-def steps_are_contiguous(traj: torch.Tensor, step: torch.Tensor, num_trajs: int) -> bool:
-    """Each trajectory's step ids are 0..n−1, each once (ids non-negative, checked by the caller)."""
+def check_steps(traj: torch.Tensor, step: torch.Tensor, num_trajs: int) -> None:
+    """Raises ValueError unless each trajectory's step ids are 0..n−1, each once (ids non-negative and traj ids in
+    [0, num_trajs), checked by the caller). Names the first offending row as the CPU kernel does: the first row
+    whose step is not below its trajectory's row count, or that repeats an earlier row's step. Steps are only
+    compared, never added to, before that check (a step near 2**63 would wrap)."""
     length = torch.bincount(traj, minlength=num_trajs)
-    if bool((step >= length[traj]).any()):
-        return False
-    # Each (trajectory, step) slot at most once: with step < length, n rows in n slots then fill them all.
+    out_of_range = step >= length[traj]
+    # Each (trajectory, step) slot's first row; with every step below its count the slots are distinct per row.
     starts = torch.cumsum(length, 0) - length
-    taken = torch.bincount(starts[traj] + step, minlength=traj.numel())
-    return bool((taken <= 1).all())
+    slot = starts[traj] + torch.where(out_of_range, torch.zeros_like(step), step)
+    rows = torch.arange(traj.numel(), device=traj.device)
+    claims = torch.where(out_of_range, traj.numel(), rows)  # a row out of range claims no slot
+    first = torch.full_like(rows, traj.numel()).scatter_reduce(0, slot, claims, "amin")
+    repeated = ~out_of_range & (first[slot] < rows)
+    bad = out_of_range | repeated
+    if not bool(bad.any()):
+        return
+    i = int(bad.nonzero()[0, 0])
+    t, s = int(traj[i]), int(step[i])
+    if bool(out_of_range[i]):
+        count = int(length[t])
+        raise ValueError(
+            f"step_ids[{i}] = {s} is outside [0, {count}) (trajectory {t} has {count} rows): {CONTIGUOUS_STEPS}"
+        )
+    j = int(first[slot[i]])
+    raise ValueError(f"step_ids: trajectory {t} has step {s} twice (rows {j} and {i}): {CONTIGUOUS_STEPS}")

@@ -36,7 +36,7 @@ def grouped_stats(
     """
     x = _checks.float_values(values, "values")
     g = _checks.ids(group_ids, "group_ids", x.numel(), x.device)
-    num = _checks.num_ids(g, "group_ids", num_groups)
+    num = _checks.num_ids(g, "group_ids", num_groups, "num_groups")
     return GroupStats(*run("grouped_stats", x.device, x, g, num, unbiased))
 
 
@@ -60,7 +60,7 @@ def group_normalize(
     """
     x = _checks.float_values(values, "values")
     g = _checks.ids(group_ids, "group_ids", x.numel(), x.device)
-    num = _checks.num_ids(g, "group_ids", num_groups)
+    num = _checks.num_ids(g, "group_ids", num_groups, "num_groups")
     scale = _checks.norm_mode(norm)
     singleton_raw = _checks.singleton_rule(singleton)
     eps = _checks.non_negative(eps, "eps")

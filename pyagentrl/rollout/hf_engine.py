@@ -95,6 +95,7 @@ class HFEngine(RolloutEngine):
         device: str = "cpu",
         seed: int = 0,
         max_batch_size: int = 32,
+        trust_remote_code: bool = False,
     ) -> None:
         try:
             from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
@@ -108,8 +109,10 @@ class HFEngine(RolloutEngine):
         self.path = resolve_model(str(model))
         self.device = torch.device(device)
         self.max_batch_size = max_batch_size
-        self.tokenizer = AutoTokenizer.from_pretrained(self.path)
-        loaded: Any = AutoModelForCausalLM.from_pretrained(self.path, dtype=_DTYPES[dtype])
+        self.tokenizer = AutoTokenizer.from_pretrained(self.path, trust_remote_code=trust_remote_code)
+        loaded: Any = AutoModelForCausalLM.from_pretrained(
+            self.path, dtype=_DTYPES[dtype], trust_remote_code=trust_remote_code
+        )
         self.model = loaded.to(self.device)
         self.model.eval()
         self.model.requires_grad_(False)

@@ -61,6 +61,7 @@ class VLLMEngine(RolloutEngine):
         kv_cache_gib: KV cache size (vLLM's default reserves 90 % of RAM and refuses to start when it is not free).
         max_model_len: context length (default: the model's).
         seed: the engine's seed; vLLM also reseeds the global RNGs with it when it starts.
+        trust_remote_code: let the model directory's own Python code run (only for a model you trust).
         llm_options: passed on to ``vllm.LLM``.
     """
 
@@ -72,6 +73,7 @@ class VLLMEngine(RolloutEngine):
         max_model_len: int | None = None,
         seed: int = 0,
         enforce_eager: bool = True,
+        trust_remote_code: bool = False,
         **llm_options: Any,
     ) -> None:
         path = resolve_model(str(model))
@@ -89,6 +91,7 @@ class VLLMEngine(RolloutEngine):
             dtype=dtype,
             seed=seed,
             enforce_eager=enforce_eager,
+            trust_remote_code=trust_remote_code,
             kv_cache_memory_bytes=int(kv_cache_gib * 2**30),
             max_model_len=max_model_len,
             worker_extension_cls=f"{__name__}.WeightSync",

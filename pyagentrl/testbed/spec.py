@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pyagentrl.envs import EnvOptionError, check_env_options
 from pyagentrl.testbed.arms import TEXT_ANCHORS, Arm, parse_arm
 from pyagentrl.testbed.loop import RunSettings, TaskSpec, make_envs
 from pyagentrl.testbed.noise import check_noise_level
@@ -125,8 +126,9 @@ def _settings(value: Any) -> RunSettings:
     return settings
 
 
-def _task(name: str, value: Any) -> TaskSpec:
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name) or ".." in name:
+def _task(name: Any, value: Any) -> TaskSpec:
+    # YAML reads a key such as 5 as an int: a name must be text all the same.
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name) or ".." in name:
         raise SpecError(f"tasks: a task name names its record files: letters, digits, '.', '-' and '_', got {name!r}")
     body = _mapping(value, f"tasks.{name}")
     _known(body, {"env", "config", "pool"}, f"tasks.{name}")
@@ -137,6 +139,12 @@ def _task(name: str, value: Any) -> TaskSpec:
         if isinstance(config.get(key), list):
             config[key] = tuple(config[key])
     task = TaskSpec(name, body["env"], config, _count(body.get("pool", 16), f"tasks.{name}.pool"))
+    try:  # each option against the family's constructor, named
+        check_env_options(task.env, config)
+    except EnvOptionError as exc:
+        raise SpecError(f"tasks.{name}.config{'.' + exc.option if exc.option else ''}: {exc.problem}") from None
+    except (TypeError, ValueError):  # an unknown family, said below
+        pass
     try:  # builds one game: an unknown family, a bad option or a game whose anchor is not its state stops here
         (env,) = make_envs(task, 1, "none", seed=0)
     except (TypeError, ValueError) as exc:
@@ -196,7 +204,7 @@ def parse_spec(raw: Any) -> Spec:
     if noise and set(noise) != {"levels", "arms"}:
         raise SpecError("noise needs both levels (e.g. [low, high]) and arms (the arms to run at those levels)")
     levels = noise.get("levels", [])
-    if not isinstance(levels, list) or len(set(levels)) != len(levels):
+    if not isinstance(levels, list) or not all(isinstance(v, str) for v in levels) or len(set(levels)) != len(levels):
         raise SpecError(f"noise.levels must be a list of distinct levels, got {levels!r}")
     levels = tuple(levels)
     for level in levels:
@@ -247,4 +255,6 @@ def load_spec(path: str | Path) -> Spec:
         raw = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
         raise SpecError(f"{path} is not valid YAML: {str(exc).splitlines()[0]}") from None
+    except UnicodeDecodeError as exc:  # YAML files are UTF-8 text
+        raise SpecError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     return parse_spec(raw)

@@ -28,11 +28,13 @@ class UnsupportedModel(ValueError):
     """A model the learner cannot compute log-probs for as the rollout engine samples them."""
 
 
-def load_policy(path: Path, lora: LoraSection, gradient_checkpointing: bool = False) -> Any:
+def load_policy(
+    path: Path, lora: LoraSection, gradient_checkpointing: bool = False, trust_remote_code: bool = False
+) -> Any:
     """The model at ``path`` in float32 (DeepSpeed casts it when bf16 is on), trainable as ``lora`` says."""
     from transformers import AutoModelForCausalLM
 
-    model: Any = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    model: Any = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, trust_remote_code=trust_remote_code)
     if gradient_checkpointing:
         model.gradient_checkpointing_enable()
         model.config.use_cache = False
@@ -55,12 +57,12 @@ def load_policy(path: Path, lora: LoraSection, gradient_checkpointing: bool = Fa
     return model
 
 
-def load_reference(path: Path, dtype: torch.dtype = torch.float32) -> Any:
+def load_reference(path: Path, dtype: torch.dtype = torch.float32, trust_remote_code: bool = False) -> Any:
     """A frozen copy of the initial policy, for the KL term (LoRA uses the policy with its adapter disabled), in
     ``dtype``: the policy's compute dtype, so that the KL is exactly 0 before the first update."""
     from transformers import AutoModelForCausalLM
 
-    model: Any = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+    model: Any = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, trust_remote_code=trust_remote_code)
     model.eval()
     model.requires_grad_(False)
     return model

@@ -186,7 +186,12 @@ def untrained_policy(
     if not seeds:
         raise ValueError("untrained_policy needs at least one sampling seed")
     own = engine is None
-    policy = engine or make_engine(config.rollout.engine, config.model, **config.rollout.engine_options)
+    policy = engine or make_engine(
+        config.rollout.engine,
+        config.model,
+        trust_remote_code=config.trust_remote_code,
+        **config.rollout.engine_options,
+    )
     try:
         runs = [score_policy(policy, replace(config, seed=s), tasks) for s in seeds]
         temperature = config.rollout.temperature

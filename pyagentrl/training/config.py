@@ -16,11 +16,12 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import os
 import re
 from dataclasses import dataclass, field, fields, is_dataclass
 from enum import StrEnum, auto
 from pathlib import Path
-from typing import Any, get_type_hints
+from typing import Any, get_args, get_origin, get_type_hints
 
 DEEPSPEED_DIR = "deepspeed"  # ZeRO configs: train/deepspeed/*.json, found next to the configs directory
 
@@ -270,6 +271,10 @@ class TrainConfig:
     iterations: int = 3  # rollout + update cycles
     model: str = "embedded"  # embedded, tiny or an HF model directory
     threads: int | None = None  # torch threads per rank (default: torch's)
+    # Let the model directory's own Python code run (HF's trust_remote_code), for architectures transformers and vLLM
+    # do not ship: only for a model you trust. Never taken from a stored config: resuming a run or evaluating a
+    # checkpoint turns it on only when that command line asks again.
+    trust_remote_code: bool = False
     env: EnvSection = field(default_factory=EnvSection)  # the environment and the batch of task groups
     rollout: RolloutSection = field(default_factory=RolloutSection)  # the engine, prompting and sampling
     anchors: AnchorSection = field(default_factory=AnchorSection)  # the state keys
@@ -306,18 +311,34 @@ def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
     import yaml  # OmegaConf's parser: a malformed file raises its error, not OmegaConf's
 
     try:
-        merged = omegaconf.OmegaConf.merge(schema, omegaconf.OmegaConf.load(file))
+        loaded = omegaconf.OmegaConf.load(file)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{file} is not valid YAML: {' '.join(str(exc).split())}") from None
+    except UnicodeDecodeError as exc:  # YAML files are UTF-8 text
+        raise ConfigError(f"{file} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:  # unreadable, or a lone scalar (OmegaConf raises OSError for one)
+        raise ConfigError(f"{file}: {exc}") from None
+    if not isinstance(loaded, omegaconf.DictConfig):
+        raise ConfigError(f"{file} holds a list, not a mapping of settings (key: value lines)")
+    try:
+        merged = omegaconf.OmegaConf.merge(schema, loaded)
     except omegaconf.errors.OmegaConfBaseException as exc:
         raise ConfigError(_schema_error(exc, f"in {file}")) from None
+    except TypeError as exc:  # a list where a mapping goes, or the reverse: OmegaConf's message names no key
+        raise ConfigError(f"{_clash(omegaconf, schema, loaded)}: {exc} (in {file})") from None
     for item in overrides:
         if "=" not in item:
             raise ConfigError(f"override {item!r} is not key=value")
+        key, value = item.split("=", 1)
         try:
             merged = _apply_override(omegaconf, merged, item)
         except omegaconf.errors.OmegaConfBaseException as exc:
             raise ConfigError(_schema_error(exc, f"override {item!r}")) from None
+        except yaml.YAMLError as exc:  # OmegaConf parses the value as YAML: `iterations=[` stops here
+            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+            raise ConfigError(f"{key}: {value!r} is not a valid value ({problem}) (override {item!r})") from None
+        except TypeError as exc:  # e.g. a list for a mapping: `env.options=[1]`
+            raise ConfigError(f"{key}: {exc} (override {item!r})") from None
     config: TrainConfig = omegaconf.OmegaConf.to_object(merged)
     config.actor.bf16 = str(config.actor.bf16).lower()  # YAML reads `true` as a boolean; the field is a word
     config.actor.deepspeed = str(_find_deepspeed(config.actor.deepspeed, file.resolve().parent))
@@ -325,11 +346,22 @@ def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
 
 
 def load_run_config(run_dir: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
-    """The config a run was made with (``<run_dir>/config.yaml``), then ``overrides``: what resuming it trains."""
+    """The config a run was made with (``<run_dir>/config.yaml``), then ``overrides``: what resuming it trains.
+    ``trust_remote_code`` is off unless an override turns it on: a stored file does not get to run a model's code."""
     path = Path(run_dir) / "config.yaml"
     if not path.is_file():
         raise FileNotFoundError(f"--resume {run_dir}: no config.yaml there (is it a run directory?)")
-    return load_config(path, overrides)
+    return load_stored_config(path, overrides)
+
+
+def load_stored_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
+    """A config a run or checkpoint stored (``config.yaml``), then ``overrides``, with ``trust_remote_code`` off
+    unless an override sets it, and engine options only from the engines' known lists (:func:`validate`'s check)."""
+    config = load_config(path, overrides)
+    if not any(item.split("=", 1)[0].strip() == "trust_remote_code" for item in overrides):
+        config.trust_remote_code = False
+    _check_engine_options(config.rollout)
+    return config
 
 
 def _apply_override(omegaconf: Any, merged: Any, item: str) -> Any:
@@ -345,6 +377,20 @@ def _apply_override(omegaconf: Any, merged: Any, item: str) -> Any:
         conf.update(merged, key, value, merge=False)
         return merged
     return conf.merge(merged, parsed)
+
+
+def _clash(omegaconf: Any, schema: Any, loaded: Any) -> str:
+    """The dotted key where ``loaded`` puts a list in place of a mapping or the reverse ("a key" if none is found)."""
+
+    def walk(want: Any, given: Any, prefix: str) -> str | None:
+        if isinstance(want, dict) and isinstance(given, dict):
+            found = (walk(want[k], v, f"{prefix}{k}.") for k, v in given.items() if k in want)
+            return next((key for key in found if key), None)
+        clash = isinstance(want, dict | list) and isinstance(given, dict | list) and type(want) is not type(given)
+        return prefix.rstrip(".") if clash else None
+
+    plain = omegaconf.OmegaConf.to_container
+    return walk(plain(schema, resolve=False), plain(loaded, resolve=False), "") or "a key"
 
 
 def _schema_error(exc: Exception, where: str) -> str:
@@ -413,7 +459,6 @@ def optimizer_steps(config: TrainConfig) -> int:
 
 def validate(config: TrainConfig, world_size: int = 1) -> None:
     """Raises ConfigError naming the key of the first setting that cannot work, before any work is done."""
-    from pyagentrl.envs import ENVS
     from pyagentrl.ops import ADV_ESTIMATORS, LOSS_AGG_MODES, POLICY_LOSSES
 
     def need(ok: bool, key: str, message: str) -> None:
@@ -422,8 +467,13 @@ def validate(config: TrainConfig, world_size: int = 1) -> None:
 
     _check_choices(config)  # a config built in Python has not met OmegaConf's check of the choice fields
     env, rollout, alg, actor = config.env, config.rollout, config.algorithm, config.actor
-    need(config.iterations >= 1, "iterations", f"must be >= 1, got {config.iterations}")
-    need(config.seed >= 0, "seed", f"must be >= 0, got {config.seed}")
+    _check_scalars(config)  # types, and finite floats: nan and inf pass or fail comparisons by accident
+    _check_run(config)
+    _check_env(env)
+    _check_rollout(rollout)
+    _check_algorithm(alg)
+    _check_actor(actor)
+    _check_eval(config.eval)
     need(config.threads is None or config.threads >= 1, "threads", f"must be >= 1, got {config.threads}")
     if config.logging.wandb:  # located, not imported: importing it is the logger's business, and only when it is on
         need(
@@ -432,7 +482,6 @@ def validate(config: TrainConfig, world_size: int = 1) -> None:
             "needs the wandb package: pip install 'pyagentrl[wandb]' (or pip install wandb)",
         )
         need(bool(config.logging.wandb_project), "logging.wandb_project", "must not be empty")
-    need(env.name in ENVS, "env.name", f"unknown environment {env.name!r}; expected one of {sorted(ENVS)}")
     need(env.num_groups >= 1, "env.num_groups", f"must be >= 1, got {env.num_groups}")
     need(env.group_size >= 1, "env.group_size", f"must be >= 1, got {env.group_size}")
     need(
@@ -448,6 +497,7 @@ def validate(config: TrainConfig, world_size: int = 1) -> None:
         "importance ratio; evaluate greedily with eval.temperature=0 instead)",
     )
     need(0 < rollout.top_p <= 1, "rollout.top_p", f"must lie in (0, 1], got {rollout.top_p}")
+    _check_engine_options(rollout)
     parallel = rollout.engine_options.get("tensor_parallel_size", 1)
     need(
         rollout.engine != "vllm" or world_size == 1 or parallel == 1,
@@ -545,8 +595,9 @@ def validate(config: TrainConfig, world_size: int = 1) -> None:
     try:
         from pyagentrl.training.settings import advantage_config
 
-        # The first iteration whose ω is not 1, if any: combine=blend refuses such an ω.
-        first = next((i for i in range(config.iterations) if sw.at(i) != 1.0), 0)
+        # An iteration whose ω is not 1, if any: combine=blend refuses such an ω. ω moves monotonically from
+        # start to end, so if it is 1 at both the first and the last iteration it is 1 throughout.
+        first = next((i for i in (0, config.iterations - 1) if sw.at(i) != 1.0), 0)
         advantage = advantage_config(config, first)
         # The estimator itself refuses what it has no use for (e.g. gagpo and episode_weighting): try it on a tiny
         # batch, so that such a config stops here rather than at the first iteration's advantages.
@@ -564,6 +615,16 @@ def validate(config: TrainConfig, world_size: int = 1) -> None:
     except (OSError, json.JSONDecodeError) as exc:
         raise ConfigError(f"actor.deepspeed: {actor.deepspeed} is not a readable JSON file ({exc})") from None
     _check_deepspeed(ds, actor, world_size)
+
+
+def _check_engine_options(rollout: RolloutSection) -> None:
+    """``rollout.engine_options`` holds only what the chosen engine takes from a config (a closed list)."""
+    from pyagentrl.rollout import check_engine_options
+
+    try:
+        check_engine_options(rollout.engine, rollout.engine_options)
+    except ValueError as exc:
+        raise ConfigError(f"rollout.engine_options.{exc}") from None
 
 
 def derived_batch_settings(actor: ActorSection, world_size: int) -> dict[str, int]:
@@ -623,3 +684,137 @@ def _check_choices(section: Any, prefix: str = "") -> None:
         choice = _named_class(hints[f.name])
         if choice is not None and issubclass(choice, StrEnum) and value is not None and value not in set(choice):
             raise ConfigError(_unknown_choice(key, value, choice))
+
+
+# Bounds `validate` derives from where the values go.
+#: Seeds lie below 2^32: the vLLM engine reseeds NumPy's global generator with the run's seed, and
+#: ``numpy.random.seed`` takes 32-bit seeds only (the seeds derived from it, `seeding`, take any size).
+SEED_LIMIT = 2**32
+#: Checkpoints are named ``iter_NNNNNN`` (`checkpoint.checkpoint_name`) and pruned in name order: six digits.
+MAX_ITERATIONS = 999_999
+#: Held-out task seeds are ``2^30 + k`` (`seeding.EVAL_SEED_BASE`); they stay below 2^31, the games' largest seed
+#: (TextWorldExpress takes a Java int).
+MAX_EVAL_TASKS = 2**30
+#: The run directory is ``<name>-YYYYmmdd-HHMMSS[-N]``, one file name (at most 255 bytes on Linux file systems).
+MAX_NAME_BYTES = 255 - len("-YYYYmmdd-HHMMSS-NNN")
+
+
+def _need(ok: bool, key: str, message: str) -> None:
+    if not ok:
+        raise ConfigError(f"{key}: {message}")
+
+
+#: What a scalar field must hold, in words; floats must also be finite.
+_SCALARS = {bool: "true or false", int: "an integer", float: "a finite number", str: "a string"}
+
+
+def _check_scalars(section: Any, prefix: str = "") -> None:
+    """Every bool, int, float and str field of ``section`` and its subsections (also ``X | None`` and ``list[X]``)
+    holds a value of its type, and every float is finite. OmegaConf checks the types of a YAML file and overrides,
+    not of a config built in Python; and a nan compares false with every bound, an inf passes lower bounds."""
+    hints = get_type_hints(type(section))
+    for f in fields(section):
+        value, key = getattr(section, f.name), prefix + f.name
+        if is_dataclass(value):
+            _check_scalars(value, key + ".")
+            continue
+        hint = hints[f.name]
+        arms = (hint, *get_args(hint))
+        kind = next((k for k in _SCALARS if k in arms), None)
+        if kind is None or get_origin(hint) is dict or (value is None and type(None) in arms):
+            continue
+        many = get_origin(hint) is list
+        values = value if many and isinstance(value, list) else [value]
+        fits = (not many or isinstance(value, list)) and all(_holds(v, kind) for v in values)
+        _need(fits, key, f"must be {'a list, each ' if many else ''}{_SCALARS[kind]}, got {value!r}")
+
+
+def _holds(value: Any, kind: type) -> bool:
+    if kind is bool or isinstance(value, bool):  # YAML's true is no number
+        return isinstance(value, bool) and kind is bool
+    if kind is float:
+        return isinstance(value, int | float) and math.isfinite(value)
+    return isinstance(value, kind)
+
+
+def _check_run(config: TrainConfig) -> None:
+    """The run's name, directory, seed and length."""
+    name = config.name
+    plain = name not in ("", ".", "..") and not set(name) & {"/", "\\", "\0"}
+    _need(plain, "name", f"must be a plain directory name (no '/', not '.' or '..'), got {name!r}")
+    size = len(name.encode("utf-8", "surrogateescape"))
+    _need(size <= MAX_NAME_BYTES, "name", f"must be at most {MAX_NAME_BYTES} bytes (with the time, one file name)")
+    problem = directory_problem(Path(config.output_dir))
+    _need(problem is None, "output_dir", f"{config.output_dir!r} cannot hold run directories: {problem}")
+    seed = config.seed
+    _need(0 <= seed < SEED_LIMIT, "seed", f"must lie in [0, 2^32 - 1] (vLLM seeds NumPy with it), got {seed}")
+    _need(
+        1 <= config.iterations <= MAX_ITERATIONS,
+        "iterations",
+        f"must lie in [1, {MAX_ITERATIONS}] (checkpoint names hold six digits), got {config.iterations}",
+    )
+
+
+def directory_problem(path: Path) -> str | None:
+    """Why run directories cannot be made under ``path`` (None when they can): it, or the nearest folder above it
+    that exists, is a file or not writable."""
+    for folder in (path, *path.parents):
+        try:
+            if not folder.exists():
+                continue
+        except OSError as exc:
+            return str(exc)
+        if not folder.is_dir():
+            return f"{folder} is a file, not a directory"
+        return None if os.access(folder, os.W_OK | os.X_OK) else f"{folder} is not writable"
+    return None
+
+
+def _check_env(env: EnvSection) -> None:
+    """The environment's name, workers and options: the options as the family's constructor would take them,
+    checked without starting a game (`pyagentrl.envs.check_env_options`)."""
+    from pyagentrl.envs import ENVS, EnvOptionError, check_env_options
+
+    _need(env.name in ENVS, "env.name", f"unknown environment {env.name!r}; expected one of {sorted(ENVS)}")
+    _need(env.workers is None or env.workers >= 1, "env.workers", f"must be >= 1, got {env.workers}")
+    try:
+        check_env_options(env.name, env.options)
+    except EnvOptionError as exc:
+        where = f"env.options.{exc.option}" if exc.option else "env.options"
+        raise ConfigError(f"{where}: {exc.problem}") from None
+    except ImportError as exc:  # the family's optional package
+        raise ConfigError(f"env.name: {env.name} needs a package that is not installed ({exc})") from None
+
+
+def _check_rollout(rollout: RolloutSection) -> None:
+    _need(rollout.history_length >= 0, "rollout.history_length", f"must be >= 0, got {rollout.history_length}")
+    penalty = rollout.invalid_action_penalty
+    _need(penalty >= 0, "rollout.invalid_action_penalty", f"must be >= 0 (< 0 pays for no action), got {penalty}")
+    bad = [s for s in rollout.stop if not isinstance(s, str) or not s]
+    _need(not bad, "rollout.stop", f"stop strings must be non-empty (an empty one ends every reply), got {bad[:1]}")
+
+
+def _check_algorithm(alg: AlgorithmSection) -> None:
+    sw = alg.step_weight
+    for key, value in (("start", sw.start), ("end", sw.end)):  # ω weighs A^S: below 0 it favours the worse action
+        _need(value >= 0, f"algorithm.step_weight.{key}", f"must be >= 0, got {value}")
+
+
+def _check_actor(actor: ActorSection) -> None:
+    _need(actor.weight_decay >= 0, "actor.weight_decay", f"must be >= 0, got {actor.weight_decay}")
+    betas = actor.betas
+    _need(all(0 <= b < 1 for b in betas), "actor.betas", f"each must lie in [0, 1) (AdamW's), got {betas}")
+    lora = actor.lora  # checked with rank 0 too: a config that says dropout 5 means something it does not get
+    _need(lora.alpha > 0, "actor.lora.alpha", f"must be > 0 (the adapter's scale is alpha / rank), got {lora.alpha}")
+    _need(0 <= lora.dropout < 1, "actor.lora.dropout", f"must lie in [0, 1), got {lora.dropout}")
+    modules = lora.target_modules
+    named = bool(modules) and all(isinstance(m, str) and m for m in modules)
+    _need(named, "actor.lora.target_modules", f"must name at least one module, got {modules}")
+
+
+def _check_eval(section: EvalSection) -> None:
+    _need(
+        section.tasks <= MAX_EVAL_TASKS,
+        "eval.tasks",
+        f"must be <= 2^30 (held-out task seeds 2^30 + k stay below 2^31), got {section.tasks}",
+    )

@@ -21,7 +21,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from pyagentrl.training.checkpoint import is_lora_checkpoint, load_checkpoint_policy
+from pyagentrl.training.checkpoint import ResumeError, check_policy_files, is_lora_checkpoint, load_checkpoint_policy
 
 
 class ExportError(ValueError):
@@ -42,6 +42,10 @@ def check_checkpoint(checkpoint: Path) -> bool:
         lora = is_lora_checkpoint(checkpoint)
     except (OSError, ValueError) as exc:
         raise ExportError(f"CHECKPOINT {checkpoint}: unreadable state.json ({exc})") from None
+    try:
+        check_policy_files(checkpoint)
+    except ResumeError as exc:
+        raise ExportError(f"CHECKPOINT {exc}") from None
     expected = "adapter_config.json" if lora else "config.json"
     if not (checkpoint / "model" / expected).is_file():
         what = "LoRA adapter" if lora else "model"
@@ -55,9 +59,9 @@ def check_checkpoint(checkpoint: Path) -> bool:
             raise ExportError(
                 f"CHECKPOINT {checkpoint} holds a LoRA adapter: merging it needs peft (pip install 'pyagentrl[train]')"
             )
-        from pyagentrl.training.config import load_config
+        from pyagentrl.training.config import load_stored_config
 
-        base = load_config(checkpoint / "config.yaml").model
+        base = load_stored_config(checkpoint / "config.yaml").model
         if base not in ("embedded", "tiny") and not Path(base).expanduser().is_dir():
             raise ExportError(
                 f"CHECKPOINT {checkpoint} holds a LoRA adapter on the base model {base!r} (its config's model), "
@@ -75,10 +79,13 @@ def check_out_dir(out_dir: Path) -> None:
         raise ExportError(f"OUT_DIR {out_dir} exists and is not a directory: give a new or empty directory")
 
 
-def export_checkpoint(checkpoint: str | os.PathLike[str], out_dir: str | os.PathLike[str]) -> Path:
+def export_checkpoint(
+    checkpoint: str | os.PathLike[str], out_dir: str | os.PathLike[str], trust_remote_code: bool = False
+) -> Path:
     """Writes the policy of ``checkpoint`` (``<run>/checkpoints/iter_NNNNNN``) to ``out_dir`` as a plain HF model
     directory (LoRA merged, with the tokenizer) and returns ``out_dir``. ``out_dir`` must be new or empty; both are
-    checked before any work (:class:`ExportError`, naming the argument)."""
+    checked before any work (:class:`ExportError`, naming the argument). The model's own code runs only with
+    ``trust_remote_code`` (this call's, never the checkpoint's)."""
     source, out = Path(checkpoint).expanduser(), Path(out_dir).expanduser()
     lora = check_checkpoint(source)
     check_out_dir(out)
@@ -88,7 +95,7 @@ def export_checkpoint(checkpoint: str | os.PathLike[str], out_dir: str | os.Path
     tmp = final.parent / f".{final.name}-export-{secrets.token_hex(4)}"
     tmp.mkdir()
     try:
-        summary = _write(source, lora, tmp)
+        summary = _write(source, lora, tmp, trust_remote_code)
         os.replace(tmp, final)  # replaces an empty directory; fails if one appeared with files in it meanwhile
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -98,11 +105,11 @@ def export_checkpoint(checkpoint: str | os.PathLike[str], out_dir: str | os.Path
     return out
 
 
-def _write(checkpoint: Path, lora: bool, out: Path) -> str:
+def _write(checkpoint: Path, lora: bool, out: Path, trust_remote_code: bool) -> str:
     """Fills ``out``; returns what it wrote, in words."""
     import torch
 
-    policy = load_checkpoint_policy(checkpoint)
+    policy = load_checkpoint_policy(checkpoint, trust_remote_code)
     if lora:
         adapter = json.loads((checkpoint / "model" / "adapter_config.json").read_text())
         rank, alpha, base = adapter.get("r"), adapter.get("lora_alpha"), _base_model(checkpoint)
@@ -113,7 +120,7 @@ def _write(checkpoint: Path, lora: bool, out: Path) -> str:
         what = "full weights"
     model.config.use_cache = True  # a run with gradient checkpointing saved it off; inference wants the KV cache
     model.save_pretrained(out)
-    _save_tokenizer(checkpoint, out)
+    _save_tokenizer(checkpoint, out, trust_remote_code)
     params = sum(p.numel() for p in model.parameters())
     dtypes = sorted({str(p.dtype).removeprefix("torch.") for p in model.parameters()})
     state = json.loads((checkpoint / "state.json").read_text())
@@ -131,15 +138,15 @@ def _write(checkpoint: Path, lora: bool, out: Path) -> str:
 
 def _base_model(checkpoint: Path) -> str:
     from pyagentrl.rollout.models import resolve_model
-    from pyagentrl.training.config import load_config
+    from pyagentrl.training.config import load_stored_config
 
-    return str(resolve_model(load_config(checkpoint / "config.yaml").model))
+    return str(resolve_model(load_stored_config(checkpoint / "config.yaml").model))
 
 
-def _save_tokenizer(checkpoint: Path, out: Path) -> None:
+def _save_tokenizer(checkpoint: Path, out: Path, trust_remote_code: bool) -> None:
     """The tokenizer the checkpoint stores (the trainer saves it beside the policy), else the run's base model's."""
     from transformers import AutoTokenizer
 
     own = checkpoint / "model"
     source = own if (own / "tokenizer_config.json").is_file() else Path(_base_model(checkpoint))
-    AutoTokenizer.from_pretrained(source).save_pretrained(out)
+    AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code).save_pretrained(out)

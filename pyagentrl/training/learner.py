@@ -182,14 +182,16 @@ class Learner:
         temperature: float = 1.0,
         top_p: float = 1.0,
         total_steps: int = 1,
+        trust_remote_code: bool = False,
     ) -> None:
         """``temperature`` and ``top_p``: the engine's sampling settings, which the learner's log-probs follow;
-        ``total_steps``: the run's optimizer steps, over which the learning-rate schedule runs."""
+        ``total_steps``: the run's optimizer steps, over which the learning-rate schedule runs;
+        ``trust_remote_code``: let the model directory's own code run (only for a model you trust)."""
         import deepspeed
 
         self.config, self.world, self.ds_config = actor, world, ds_config
         self.temperature, self.top_p = temperature, top_p
-        model = actor_lib.load_policy(model_path, actor.lora, actor.gradient_checkpointing)
+        model = actor_lib.load_policy(model_path, actor.lora, actor.gradient_checkpointing, trust_remote_code)
         actor_lib.check_logit_path(model)
         trainable = [p for p in model.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(  # a torch optimizer: DeepSpeed's own compiles a C++ op for minutes on CPU
@@ -210,7 +212,7 @@ class Learner:
         if actor.kl.coef > 0 and not actor_lib.is_lora(model):
             # In the policy's compute dtype (bf16 under DeepSpeed's bf16 mode), so that the KL is 0 at the start.
             dtype = torch.bfloat16 if ds_config.get("bf16", {}).get("enabled") else torch.float32
-            self.reference = actor_lib.load_reference(model_path, dtype).to(self.engine.device)
+            self.reference = actor_lib.load_reference(model_path, dtype, trust_remote_code).to(self.engine.device)
         # On CPUs bf16 is torch.autocast around every forward (old log-probs and update alike, so the ratio starts
         # at exactly 1); on GPUs it is DeepSpeed's bf16 mode, set in the DeepSpeed config.
         self.autocast = use_bf16(actor) and not torch.cuda.is_available()
@@ -232,6 +234,7 @@ class Learner:
             temperature=config.rollout.temperature,
             top_p=config.rollout.top_p,
             total_steps=optimizer_steps(config),
+            trust_remote_code=config.trust_remote_code,
         )
 
     @property

@@ -33,11 +33,20 @@ from pyagentrl.rollout.models import resolve_model
 from pyagentrl.training import checkpoint
 from pyagentrl.training.config import TrainConfig, recorded_deepspeed, save_config, to_yaml, validate
 from pyagentrl.training.distributed import World, init_world, world_size_from_env
-from pyagentrl.training.evaluate import baselines_line, describe_tasks, eval_summary, score_line, score_policy
+from pyagentrl.training.evaluate import (
+    baselines_line,
+    by_content,
+    describe_tasks,
+    eval_summary,
+    score_line,
+    score_policy,
+)
 from pyagentrl.training.metrics import Display, MetricsLog, WandbRun, rollout_metrics
 from pyagentrl.training.plot import EVAL_FILE
+from pyagentrl.training.run_lock import RunLock
 from pyagentrl.training.seeding import Stream, held_out_seeds, iteration_seed, task_seeds
 from pyagentrl.training.settings import advantage_config, rollout_config
+from pyagentrl.training.tasks import TaskSet, trained_keys
 
 if TYPE_CHECKING:  # the learner imports DeepSpeed: at run time it is imported where the run builds it
     from pyagentrl.training.learner import Learner, UpdateStats
@@ -116,13 +125,19 @@ def update_on_rollout(learner: Learner, config: TrainConfig, rollout: Rollout, i
     return RolloutUpdate(adv_config, advantages, dropped, stats, seconds, forwarded, sampled)
 
 
-def train(config: TrainConfig, resume: str | Path | None = None) -> Path:
+def train(config: TrainConfig, resume: str | Path | None = None, trust_checkpoint: bool = False) -> Path:
     """Trains ``config`` and returns the run directory. With ``resume`` (a run directory; load its config with
-    `load_run_config`), continues that run from its latest checkpoint. The config is checked before any work."""
+    `load_run_config`), continues that run from its latest checkpoint, which must carry this machine's signed
+    manifest unless ``trust_checkpoint`` (`pyagentrl.training.manifest`). The config is checked before any work, and
+    the run directory is held by this process alone (`pyagentrl.training.run_lock`)."""
     run_dir = Path(resume).resolve() if resume is not None else None
+    main_rank = int(os.environ.get("RANK", "0")) == 0
+    if run_dir is not None and not run_dir.is_dir():
+        raise FileNotFoundError(f"--resume {resume}: no such run directory")
+    lock = RunLock(run_dir) if run_dir is not None and main_rank else None
     latest = checkpoint.latest(run_dir / "checkpoints") if run_dir is not None else None
     # First: a run resumed on another number of processes would also fail the check of the batch sizes it recorded.
-    state = checkpoint.read_state(latest, world_size_from_env()) if latest is not None else None
+    state = checkpoint.read_state(latest, world_size_from_env(), trust_checkpoint) if latest is not None else None
     validate(config, world_size_from_env())
     model_path = resolve_model(config.model)
 
@@ -135,6 +150,7 @@ def train(config: TrainConfig, resume: str | Path | None = None) -> Path:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // local))
     if world.is_main and run_dir is None:
         run_dir = make_run_dir(config)
+        lock = RunLock(run_dir)
     run_dir = Path(world.broadcast_object(str(run_dir) if world.is_main else None))
     from pyagentrl.training.learner import Learner, deepspeed_config
 
@@ -149,7 +165,12 @@ def train(config: TrainConfig, resume: str | Path | None = None) -> Path:
     wandb_run = WandbRun(run_dir, config) if world.is_main and config.logging.wandb else None
     learner = Learner.for_run(config, world, ds_config)
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")  # its per-update INFO lines would bury the progress display
-    engine = make_engine(config.rollout.engine, model_path, **engine_options(config, world))
+    engine = make_engine(
+        config.rollout.engine,
+        model_path,
+        trust_remote_code=config.trust_remote_code,
+        **engine_options(config, world),
+    )
 
     start = 0
     if latest is not None and state is not None:
@@ -211,6 +232,8 @@ def train(config: TrainConfig, resume: str | Path | None = None) -> Path:
         )
     engine.close()
     world.close()
+    if lock is not None:
+        lock.release()
     return run_dir
 
 
@@ -221,19 +244,31 @@ def _score_and_record(run_dir: Path, policy: str, engine: RolloutEngine, config:
         from pyagentrl.cache import atomic_write
 
         clock = time.perf_counter()
-        score = score_policy(engine, config, config.eval.tasks, config.eval.temperature)
+        seeds = held_out_seeds(config.eval.tasks)
+        held_out = TaskSet.of(config, seeds)
+        score = score_policy(engine, config, config.eval.tasks, config.eval.temperature, held_out)
         if config.eval.greedy and score["temperature"] != 0:
-            score["greedy"] = score_policy(engine, config, config.eval.tasks, 0.0)
+            score["greedy"] = score_policy(engine, config, config.eval.tasks, 0.0, held_out)
         score["seconds"] = time.perf_counter() - clock
         path = run_dir / EVAL_FILE
         record = json.loads(path.read_text()) if path.is_file() else {}
-        seeds = held_out_seeds(config.eval.tasks)
-        record.update(task_seeds=[seeds[0], seeds[-1]], tasks_are=describe_tasks(config))
+        # Held-out by seed is not held-out by content (a pinned map is one task whatever the seed): compared with
+        # every task the run's iterations draw.
+        trained_on = len(set(held_out.keys) & trained_keys(config))
+        record.update(held_out.record())
+        record.update(
+            task_seeds=[seeds[0], seeds[-1]],
+            held_out_trained_on=trained_on,
+            tasks_are=describe_tasks(config, held_out, trained_on),
+        )
         record[policy] = score
         if config.eval.baselines and "baselines" not in record:
             from pyagentrl.training.baselines import model_free_baselines
 
             record["baselines"] = model_free_baselines(config, seeds)
+            by_content(record["baselines"]["random_mover"], held_out, deterministic=False)
+            if "won" in record["baselines"]["blind_sequence"]:
+                by_content(record["baselines"]["blind_sequence"], held_out, deterministic=True)
         atomic_write(path, json.dumps(record, indent=2) + "\n")
         for entry in (score, score.get("greedy")):
             if entry is not None:

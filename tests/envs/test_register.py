@@ -13,10 +13,12 @@ from testkit.envs import CounterEnv
 from pyagentrl.envs import (
     ENVS,
     EnvBatch,
+    EnvOptionError,
     PromptBuilder,
     StepResult,
     Task,
     TextEnv,
+    check_env_options,
     env_factory,
     make_env,
     prompt_family,
@@ -150,3 +152,56 @@ def test_import_stays_lazy() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("name", "options", "option", "problem"),
+    [
+        ("frozenlake", {"bogus": 1}, "bogus", "unknown option of frozenlake; expected one of directions, map_seed"),
+        ("frozenlake", {"size": "4"}, "size", "must be int, got '4'"),
+        ("frozenlake", {"size": 4.5}, "size", "must be int, got 4.5"),
+        ("frozenlake", {"slippery": "yes"}, "slippery", "must be bool, got 'yes'"),
+        ("frozenlake", {"p_frozen": float("nan")}, "p_frozen", "must be a finite number, got nan"),
+        ("frozenlake", {"size": 1}, "size", "must be at least 2, got 1"),  # the constructor's own check
+        ("frozenlake", {"max_steps": 0}, "max_steps", "must be positive, got 0"),  # TextEnv's
+        ("sokoban", {"dim_room": [6]}, "dim_room", "must be a list [int, int], got [6]"),
+        ("sokoban", {"num_boxes": 0}, "num_boxes", "must be positive, got 0"),
+        ("alfworld_gen", {"source": "data"}, "source", "unknown option of alfworld_gen"),  # the family fixes it
+        ("alfworld_gen", {"task_types": "pick"}, "task_types", "must be a list of str, got 'pick'"),
+        ("twx", {"fold": "valid"}, "fold", "must be 'train', 'dev' or 'test', got 'valid'"),
+        ("twx", {"envs_per_jvm": 0}, "envs_per_jvm", "must be >= 1, got 0"),
+    ],
+)
+def test_options_a_family_would_refuse_are_named(name: str, options: dict, option: str, problem: str) -> None:
+    with pytest.raises(EnvOptionError) as caught:
+        check_env_options(name, options)
+    assert caught.value.option == option and caught.value.problem.startswith(problem)
+
+
+def test_options_are_checked_without_starting_a_game(monkeypatch: pytest.MonkeyPatch) -> None:
+    import pyagentrl.envs.twx as twx
+
+    def no_jvm(envs_per_jvm: int) -> None:
+        raise AssertionError("a JVM was started")
+
+    monkeypatch.setattr(twx, "_new_game_server", no_jvm)
+    check_env_options("twx", {"game": "coin", "anchor": "state", "max_steps": 5})
+    check_env_options("frozenlake", {"size": 4, "max_steps": 4, "map_seed": 3})
+    check_env_options("sokoban", {"dim_room": [6, 6], "num_boxes": 1})
+
+
+def test_a_registered_family_is_checked_by_its_own_signature(registry: None) -> None:
+    _register_switch()
+    check_env_options("switch", {"start_on": True})
+    with pytest.raises(
+        EnvOptionError, match=r"^colour: unknown option of switch; expected one of max_steps, start_on$"
+    ):
+        check_env_options("switch", {"colour": "red"})
+
+    @register_env("switch_fn", prompts="switch")
+    def switch_fn(**config: Any) -> TextEnv:  # takes anything: the constructor itself decides
+        return _Switch(**config)
+
+    with pytest.raises(EnvOptionError, match="unexpected keyword argument 'colour'") as caught:
+        check_env_options("switch_fn", {"colour": "red"})
+    assert caught.value.option is None

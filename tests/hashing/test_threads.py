@@ -6,9 +6,13 @@ memo), so these tests cover the multi-block paths that small batches never reach
 
 from __future__ import annotations
 
+import os
 import random
 import sys
 import threading
+import time
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -17,13 +21,18 @@ from testkit.peers import import_peer
 
 from pyagentrl.hashing import (
     StateKeyer,
+    array_keys,
+    bytes_keys,
+    group_exact,
     group_minhash,
     group_simhash,
+    keys,
     minhash_from_tokens,
     minhash_texts,
     simhash,
     text_keys,
 )
+from pyagentrl.hashing._args import max_threads
 
 datasketch = import_peer("datasketch")
 simhash_pkg = import_peer("simhash")
@@ -139,3 +148,74 @@ def test_batch_call_releases_the_gil() -> None:
         sys.setswitchinterval(interval)
     assert state["done"]
     assert not done_when_main_ran, "the main thread could not run while minhash_texts was running"
+
+
+# ---- the bound on num_threads and the extension's pool cache -------------------------------------------------------
+
+SIGS = minhash_texts(["a b c", "a b d"])
+# Every public function that takes num_threads, called with it.
+WITH_THREADS: list[Callable[[int], Any]] = [
+    lambda t: text_keys(["a"], num_threads=t),
+    lambda t: bytes_keys([b"a"], num_threads=t),
+    lambda t: array_keys([np.zeros(2)], num_threads=t),
+    lambda t: keys(["a"], num_threads=t),
+    lambda t: minhash_from_tokens([["a"]], num_threads=t),
+    lambda t: minhash_texts(["a"], num_threads=t),
+    lambda t: simhash(["a"], num_threads=t),
+    lambda t: group_exact(np.zeros(2, dtype=np.uint64), [0, 0], num_threads=t),
+    lambda t: group_minhash(SIGS, [0, 0], 0.5, num_threads=t),
+    lambda t: group_simhash(np.zeros(2, dtype=np.uint64), [0, 0], num_threads=t),
+    lambda t: StateKeyer("exact", num_threads=t),
+]
+
+
+@pytest.mark.parametrize("call", WITH_THREADS)
+def test_num_threads_above_the_cap_is_refused(call: Callable[[int], Any]) -> None:
+    cores = os.cpu_count() or 1
+    cap = max_threads()
+    assert cap == 4 * cores
+    for too_many in (cap + 1, 100_000, 2**62):  # 100,000 once hung the process, building a pool per size
+        message = (
+            f"num_threads must be at most {cap} (4 x the {cores} cores: more threads cannot hash faster), "
+            f"got {too_many}; None uses all cores"
+        )
+        start = time.perf_counter()
+        with pytest.raises(ValueError) as err:
+            call(too_many)
+        assert str(err.value) == message
+        assert time.perf_counter() - start < 1.0  # refused before any pool is built
+    call(cap)  # the cap itself is allowed
+
+
+def _os_threads() -> int:
+    return len(os.listdir("/proc/self/task"))
+
+
+def _settle(bound: int, timeout: float = 10.0) -> int:
+    """The process's thread count once it is at most ``bound``, or after ``timeout`` s (the threads of a dropped pool
+    exit when they next wake, shortly after the pool is dropped)."""
+    deadline = time.monotonic() + timeout
+    while _os_threads() > bound and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return _os_threads()
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts the process's threads in /proc")
+def test_pools_are_shared_by_size_and_their_number_is_bounded() -> None:
+    # A size asked for again reuses its pool: no new OS thread, however often.
+    text_keys(["a"], num_threads=3)
+    before = _os_threads()
+    for _ in range(20):
+        text_keys(["a"], num_threads=3)
+    assert _os_threads() == before
+    # Every allowed size, round after round: the extension keeps at most 4 pools (rust_hash/core/src/parallel.rs,
+    # POOL_CACHE_SIZES), so at most the 4 largest sizes' threads stay alive. Keeping every size, as it once did,
+    # leaves 1 + 2 + ... + cap threads (36 for the cap of 8 on 2 cores, against 26 for the 4 largest).
+    sizes = list(range(1, max_threads() + 1))
+    for _ in range(3):
+        for t in sizes:
+            text_keys(["a"], num_threads=t)
+    # Before the rounds: the other threads of the process plus at most 4 pools, none larger than the cap.
+    others = before - 3
+    bound = others + sum(sorted(sizes)[-4:])
+    assert _settle(bound) <= bound

@@ -1,5 +1,8 @@
 """Bad input raises ValueError/TypeError naming the argument; nothing is silently broadcast."""
 
+import contextlib
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 import torch
@@ -115,3 +118,76 @@ def test_the_reference_path_checks_step_ids_too():
     traj, step = torch.tensor([0, 0]), torch.tensor([0, 0])
     with reference_ops(), pytest.raises(ValueError, match=r"step_ids of each trajectory must be 0\.\.n-1"):
         ops.trajectory_gae(torch.ones(2), None, traj_ids=traj, step_ids=step, gamma=0.9, lam=0.9)
+
+
+def test_aggregate_loss_refuses_a_mask_of_another_shape() -> None:
+    # torch would broadcast the [3] mask over the [2, 3] loss and return 2.0: a silently wrong loss.
+    with pytest.raises(ValueError, match=r"^mask has shape \(3,\), expected \(2, 3\) \(token_loss's\)$"):
+        ops.aggregate_loss(torch.ones(2, 3), torch.ones(3))
+    # Matching shapes still give the mean over the masked tokens (by hand: (1 + 2 + 4) / 3).
+    loss, mask = torch.tensor([[1.0, 2.0, 9.0], [4.0, 9.0, 9.0]]), torch.tensor([[1, 1, 0], [1, 0, 0]])
+    assert ops.aggregate_loss(loss, mask).item() == pytest.approx(7 / 3)
+
+
+def _loss_with(
+    old_logp: torch.Tensor | None = None,
+    advantages: torch.Tensor | None = None,
+    response_mask: torch.Tensor | None = None,
+    segment_ids: torch.Tensor | None = None,
+) -> ops.PolicyLoss:
+    """A [2, 3] loss call with one argument replaced."""
+    x = torch.zeros(2, 3)
+    return ops.per_action_clipped_loss(
+        x,
+        x if old_logp is None else old_logp,
+        x if advantages is None else advantages,
+        torch.ones(2, 3) if response_mask is None else response_mask,
+        segment_ids,
+    )
+
+
+def _step_batch(episode_scores: torch.Tensor = R, step_ids: torch.Tensor = S) -> ops.StepBatch:
+    return ops.StepBatch(R, episode_scores, group_ids=G, traj_ids=T, step_ids=step_ids, anchor_ids=A)
+
+
+SEG_3x2 = torch.zeros(3, 2, dtype=torch.int64)
+# One mismatched shape per public op: (call, the argument named).
+MISMATCHED_SHAPES = [
+    (lambda: ops.grouped_stats(R, G[:2]), "group_ids"),
+    (lambda: ops.group_normalize(R, G[:, None]), "group_ids"),
+    (lambda: ops.factorize_pairs(A, A[:2]), "b"),
+    (lambda: ops.factorize(torch.zeros(2, 2, dtype=torch.int64)), "values"),
+    (lambda: ops.trajectory_gae(R, R[:2], traj_ids=T, step_ids=S, gamma=0.9, lam=0.9), "values"),
+    (lambda: ops.discounted_returns(R, traj_ids=T, step_ids=S[:2], gamma=0.9), "step_ids"),
+    (lambda: ops.grpo_advantage(R, group_ids=G, traj_ids=T[:2]), "traj_ids"),
+    (lambda: ops.gigpo_advantage(R, R, group_ids=G, anchor_ids=A[:2], traj_ids=T), "anchor_ids"),
+    (lambda: ops.gagpo_advantage(R, group_ids=G[:2], traj_ids=T, step_ids=S, anchor_ids=A), "group_ids"),
+    (lambda: ops.broadcast_to_tokens(R, torch.ones(2, 4)), "response_mask"),
+    (lambda: _loss_with(old_logp=torch.zeros(2, 2)), "old_logp"),
+    (lambda: _loss_with(advantages=torch.zeros(3)), "advantages"),
+    (lambda: _loss_with(response_mask=torch.ones(3)), "response_mask"),
+    (lambda: _loss_with(segment_ids=SEG_3x2), "segment_ids"),
+    (lambda: ops.aggregate_loss(torch.ones(2, 3), torch.ones(2, 3), "segment-mean", SEG_3x2), "segment_ids"),
+    (lambda: ops.aggregate_loss(torch.ones(3), torch.ones(3)), "token_loss"),
+    (lambda: ops.kl_penalty(torch.zeros(2, 3), torch.zeros(3)), "ref_logp"),
+    (lambda: _step_batch(episode_scores=R[:2]), "episode_scores"),
+    (lambda: _step_batch(step_ids=S[:2]), "step_ids"),
+]
+
+
+@pytest.mark.parametrize("impl", ["kernel", "reference"])
+@pytest.mark.parametrize(("call", "name"), MISMATCHED_SHAPES)
+def test_every_public_op_refuses_a_mismatched_shape(call: Callable[[], object], name: str, impl: str) -> None:
+    from pyagentrl.ops._dispatch import reference_ops
+
+    with reference_ops() if impl == "reference" else contextlib.nullcontext(), pytest.raises(ValueError) as err:
+        call()
+    message = str(err.value)
+    assert message.startswith(f"{name} ") and "\n" not in message, message
+
+
+def test_kl_penalty_refuses_other_dtypes_and_devices() -> None:
+    with pytest.raises(TypeError, match=r"ref_logp must be a float tensor, got torch\.int64"):
+        ops.kl_penalty(torch.zeros(3), torch.zeros(3, dtype=torch.int64))
+    with pytest.raises(ValueError, match=r"^ref_logp is a meta tensor"):
+        ops.kl_penalty(torch.zeros(3), torch.zeros(3, device="meta"))

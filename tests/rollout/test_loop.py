@@ -144,7 +144,9 @@ def _assert_rows_match_an_hf_forward(rollout: Rollout) -> None:
     logp = torch.log_softmax(logits[:, :-1].float(), -1).gather(-1, traj.input_ids[:, 1:, None])[..., 0]
     mask = traj.response_mask[:, 1:] != 0
     diff = (logp[mask] - traj.old_logprobs[:, 1:][mask]).abs().max()
-    assert diff < 1e-4, diff
+    # fp32 rounding of a cached decode against one whole forward, on the tiny model's large logits: up to 1.02e-4
+    # measured with the HF engine (7e-5 with vLLM); a wrong token's or position's log-prob is off by far more.
+    assert diff < 2e-4, diff
 
 
 def test_conversation_rows_match_an_hf_forward(engine):

@@ -247,6 +247,14 @@ SPEC = {
         ({"noise": {"levels": "low", "arms": ["gigpo-exact"]}}, "noise.levels must be a list of distinct levels"),
         ({"tasks": {"../x": {"env": "frozenlake"}}}, "tasks: a task name names its record files"),
         ({"tasks": {"x": {"env": "frozenlake", "pool": 0}}}, "tasks.x.pool must be an integer >= 1"),
+        # Issue 51: YAML reads `5:` as an int key and `[[low]]` as a list; each is one line, not a TypeError.
+        ({"tasks": {5: {"env": "frozenlake"}}}, "^tasks: a task name names its record files: .*got 5$"),
+        ({"noise": {"levels": [["low"]], "arms": ["gigpo-exact"]}}, r"^noise.levels must be a list of distinct levels"),
+        ({"tasks": {"x": {"env": "frozenlake", "config": {"bogus": 1}}}}, "^tasks.x.config.bogus: unknown option of"),
+        (
+            {"tasks": {"x": {"env": "frozenlake", "config": {"size": "4"}}}},
+            "^tasks.x.config.size: must be int, got '4'",
+        ),
     ],
 )
 def test_a_bad_spec_names_its_key(change: dict, message: str) -> None:

@@ -178,7 +178,7 @@ def test_the_command_writes_its_table_and_json(tmp_path: Path, capsys: pytest.Ca
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (['env.options={"size": 3, "bogus": 1}'], "pyagentrl baselines: env 'frozenlake' with env.options"),
+        (['env.options={"size": 3, "bogus": 1}'], "pyagentrl baselines: env.options.bogus: unknown option of"),
         (["rollout.engine=nope"], "pyagentrl baselines: rollout.engine: unknown engine"),
         (["--key", "x"], "pyagentrl baselines: --key needs --out"),
         (["--tasks", "0"], "--tasks: must be >= 1"),

@@ -56,3 +56,77 @@ def test_module_states_load_in_both_namings_and_refuse_missing_trainable_weights
         assert torch.equal(policy[1].weight, saved["1.weight"]) and torch.equal(policy[1].bias, saved["1.bias"])
     with pytest.raises(checkpoint.ResumeError, match=r"lack 1 trainable weight\(s\): \['policy.1.bias'\]"):
         checkpoint._load_module({"1.weight": saved["1.weight"]}, PolicyScorer(policy, 1.0, 1.0))
+
+
+@pytest.mark.parametrize(
+    "pointer", ["../../elsewhere/x", "/tmp", "best", "iter_000002/../iter_000004", "iter_2", "iter_000002x", ""]
+)
+def test_latest_names_only_an_iter_directory_of_its_folder_and_nothing_is_deleted(tmp_path, pointer):
+    """A pointer outside the folder, with `..` or with another name is refused before anything is read or pruned."""
+    outside = tmp_path / "elsewhere" / "x"
+    outside.mkdir(parents=True)
+    (outside / "state.json").write_text("{}")
+    root = tmp_path / "run" / "checkpoints"
+    _make(root, 2, 4)
+    (root / "best").mkdir()
+    (root / "best" / "state.json").write_text("{}")
+    atomic_write(root / "latest", pointer + "\n")
+    with pytest.raises(checkpoint.ResumeError, match="not a checkpoint of this folder"):
+        checkpoint.latest(root)
+    assert sorted(p.name for p in root.iterdir()) == ["best", "iter_000002", "iter_000004", "latest"]
+    assert (outside / "state.json").is_file()
+
+
+def test_latest_refuses_a_link_and_prune_deletes_nothing_outside_its_folder(tmp_path):
+    root = tmp_path / "checkpoints"
+    _make(root, 2)
+    outside = tmp_path / "precious"
+    outside.mkdir()
+    (outside / "state.json").write_text("{}")
+    (root / "iter_000009").symlink_to(outside, target_is_directory=True)
+    atomic_write(root / "latest", "iter_000009\n")
+    with pytest.raises(checkpoint.ResumeError, match="is a link"):
+        checkpoint.latest(root)
+    # A link among the checkpoints, after the one resumed: prune leaves it and what it points to alone.
+    checkpoint.prune(root, root / "iter_000002", keep=1)
+    assert (outside / "state.json").is_file() and (root / "iter_000009").is_symlink()
+    for current in (outside, tmp_path / "iter_000002", root / "best"):
+        with pytest.raises(ValueError, match="is not a checkpoint of"):
+            checkpoint.prune(root, current, keep=1)
+    assert (root / "iter_000002" / "state.json").is_file()
+
+
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        ("{", "Expecting property name"),
+        ("[]", "not a JSON object"),
+        ("{}", "'next_iteration'"),
+        ('{"next_iteration": "2"}', "must be integers"),
+        ('{"next_iteration": 2, "world_size": -1}', "must be integers"),
+        (b"\xff\xfe", "codec can't decode"),
+    ],
+)
+def test_a_malformed_state_json_is_refused_in_one_line(tmp_path, text, problem):
+    _make(tmp_path, 2)
+    state = tmp_path / "iter_000002" / "state.json"
+    state.write_bytes(text if isinstance(text, bytes) else text.encode())
+    with pytest.raises(checkpoint.ResumeError, match=r"state\.json is malformed") as info:
+        checkpoint.read_state(tmp_path / "iter_000002", world_size=1)
+    assert problem in str(info.value) and "\n" not in str(info.value)
+
+
+def test_rng_states_round_trip_through_json():
+    """The RNG states are plain JSON (nothing to unpickle) and restore every generator exactly."""
+    import json
+    import random
+
+    import numpy as np
+    import torch
+
+    random.random(), np.random.normal(), torch.randn(1)  # numpy's cached Gaussian is part of its state
+    saved = json.loads(json.dumps(checkpoint.rng_state()))
+    expected = (random.random(), np.random.normal(size=3).tolist(), torch.randn(3).tolist())
+    random.seed(5), np.random.seed(5), torch.manual_seed(5)
+    checkpoint.set_rng_state(saved)
+    assert (random.random(), np.random.normal(size=3).tolist(), torch.randn(3).tolist()) == expected

@@ -265,3 +265,181 @@ def test_a_config_built_in_python_with_a_bad_choice_is_refused(key, value):
     setattr(target, name, value)
     with pytest.raises(ConfigError, match=rf"^{key}: unknown {name} '{value}'; expected one of"):
         validate(config)
+
+
+# Issue 51, item 6: settings that pass the schema but cannot train stop in `validate`, before the model loads, in
+# one line that starts with the key.
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["actor.lr=inf"], "actor.lr: must be a finite number, got inf"),
+        (["actor.lr=nan"], "actor.lr: must be a finite number, got nan"),
+        (["actor.max_grad_norm=inf"], "actor.max_grad_norm: must be a finite number, got inf"),
+        (["actor.weight_decay=nan"], "actor.weight_decay: must be a finite number, got nan"),
+        (["actor.weight_decay=-0.1"], "actor.weight_decay: must be >= 0, got -0.1"),
+        (["actor.entropy_coef=nan"], "actor.entropy_coef: must be a finite number, got nan"),
+        (["actor.entropy_coef=-inf"], "actor.entropy_coef: must be a finite number, got -inf"),
+        (["actor.kl.coef=inf"], "actor.kl.coef: must be a finite number, got inf"),
+        (["actor.kl.coef=nan"], "actor.kl.coef: must be a finite number, got nan"),
+        (["actor.betas=[1.0,0.999]"], "actor.betas: each must lie in [0, 1) (AdamW's), got [1.0, 0.999]"),
+        (["actor.betas=[-0.1,0.999]"], "actor.betas: each must lie in [0, 1) (AdamW's), got [-0.1, 0.999]"),
+        (["actor.betas=[0.9,nan]"], "actor.betas: must be a list, each a finite number, got [0.9, nan]"),
+        (["actor.lora.dropout=5"], "actor.lora.dropout: must lie in [0, 1), got 5.0"),
+        (["actor.lora.alpha=0"], "actor.lora.alpha: must be > 0 (the adapter's scale is alpha / rank), got 0.0"),
+        (["actor.lora.alpha=nan"], "actor.lora.alpha: must be a finite number, got nan"),
+        (["actor.lora.target_modules=[]"], "actor.lora.target_modules: must name at least one module, got []"),
+        (["actor.clip_low=inf"], "actor.clip_low: must be a finite number, got inf"),
+        (["actor.clip_high=nan"], "actor.clip_high: must be a finite number, got nan"),
+        (["actor.min_lr_ratio=nan"], "actor.min_lr_ratio: must be a finite number, got nan"),
+        (["algorithm.eps=inf"], "algorithm.eps: must be a finite number, got inf"),
+        (["algorithm.gamma=nan"], "algorithm.gamma: must be a finite number, got nan"),
+        (["algorithm.lam=2"], "algorithm.lam must lie in [0, 1], got 2.0"),
+        (["algorithm.step_weight.start=inf"], "algorithm.step_weight.start: must be a finite number, got inf"),
+        (["algorithm.step_weight.end=-0.5"], "algorithm.step_weight.end: must be >= 0, got -0.5"),
+        (["algorithm.alpha.start=nan"], "algorithm.alpha.start: must be a finite number, got nan"),
+        (["rollout.invalid_action_penalty=nan"], "rollout.invalid_action_penalty: must be a finite number, got nan"),
+        (
+            ["rollout.invalid_action_penalty=-1"],
+            "rollout.invalid_action_penalty: must be >= 0 (< 0 pays for no action)",
+        ),
+        (["rollout.history_length=-1"], "rollout.history_length: must be >= 0, got -1"),
+        (
+            ["rollout.stop=['']"],
+            "rollout.stop: stop strings must be non-empty (an empty one ends every reply), got ['']",
+        ),
+        (["rollout.temperature=inf"], "rollout.temperature: must be a finite number, got inf"),
+        (["rollout.top_p=nan"], "rollout.top_p: must be a finite number, got nan"),
+        (["eval.temperature=nan"], "eval.temperature: must be a finite number, got nan"),
+        (["eval.tasks=1073741825"], "eval.tasks: must be <= 2^30 (held-out task seeds 2^30 + k stay below 2^31)"),
+        (["env.workers=0"], "env.workers: must be >= 1, got 0"),
+        (["env.options.bogus=1"], "env.options.bogus: unknown option of frozenlake; expected one of directions,"),
+        (["env.options.size=abc"], "env.options.size: must be int, got 'abc'"),
+        (["env.options.size=1"], "env.options.size: must be at least 2, got 1"),
+        (["env.options.slippery=[1]"], "env.options.slippery: must be bool, got [1]"),
+        (["env.options.max_steps=0"], "env.options.max_steps: must be positive, got 0"),
+        (["env.name=sokoban", "env.options={dim_room: [6]}"], "env.options.dim_room: must be a list [int, int]"),
+        (["seed=4294967296"], "seed: must lie in [0, 2^32 - 1] (vLLM seeds NumPy with it), got 4294967296"),
+        (["seed=100000000000000000000"], "seed: must lie in [0, 2^32 - 1]"),
+        (["seed=1e20"], "seed: Value '1e+20' of type 'float' could not be converted to Integer"),  # at load
+        (["iterations=10000000000"], "iterations: must lie in [1, 999999] (checkpoint names hold six digits)"),
+        (["name=../x"], "name: must be a plain directory name (no '/', not '.' or '..'), got '../x'"),
+        (["name=a/b"], "name: must be a plain directory name"),
+        (["name=.."], "name: must be a plain directory name"),
+        ([f"name={'x' * 240}"], "name: must be at most 235 bytes"),
+    ],
+)
+def test_settings_that_cannot_train_are_refused_in_one_line(overrides: list[str], message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        _check(*overrides)
+    assert str(caught.value).startswith(message) and "\n" not in str(caught.value)
+
+
+def test_the_seed_bound_is_what_the_engine_seed_takes() -> None:
+    """vLLM reseeds NumPy's global generator with the run's seed (engine option ``seed``): the last accepted seed
+    is the last NumPy takes."""
+    import numpy as np
+
+    from pyagentrl.training.config import SEED_LIMIT
+
+    _check(f"seed={SEED_LIMIT - 1}")
+    np.random.seed(SEED_LIMIT - 1)
+    with pytest.raises(ValueError):
+        np.random.seed(SEED_LIMIT)
+
+
+def test_a_run_stays_inside_output_dir_which_must_be_a_directory(tmp_path: Path) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    for output_dir in (afile, afile / "below"):
+        with pytest.raises(ConfigError, match=rf"^output_dir: '{re.escape(str(output_dir))}' cannot hold run dir.*"):
+            _check(f"output_dir={output_dir}")
+    _check(f"output_dir={tmp_path / 'new' / 'runs'}")  # made when the run starts
+
+
+def test_step_weight_is_checked_where_it_leaves_1_without_walking_the_run() -> None:
+    # ω is 1 at iteration 0 and leaves it later: combine=blend refuses it all the same.
+    blend = ["algorithm.combine=blend", "algorithm.alpha={schedule: constant, start: 0.5}"]
+    _check(*blend)
+    with pytest.raises(ConfigError, match=r"^algorithm\.step_weight is the ω of combine='sum'"):
+        _check(*blend, "algorithm.step_weight={schedule: linear, start: 1.0, end: 0.5, iterations: 3}")
+    _check("iterations=999999", "actor.warmup_steps=0")  # the longest run: checked at once
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (("seed", 1e20), "seed: must be an integer, got 1e+20"),
+        (("seed", 2**40), "seed: must lie in [0, 2^32 - 1] (vLLM seeds NumPy with it), got 1099511627776"),
+        (("name", 5), "name: must be a string, got 5"),
+        (("env.workers", 2.5), "env.workers: must be an integer, got 2.5"),
+        (("eval.greedy", "yes"), "eval.greedy: must be true or false, got 'yes'"),
+        (("rollout.stop", "</action>"), "rollout.stop: must be a list, each a string, got '</action>'"),
+        (("actor.lr", float("inf")), "actor.lr: must be a finite number, got inf"),
+        (("rollout.top_p", "0.9"), "rollout.top_p: must be a finite number, got '0.9'"),
+        (("actor.betas", [0.9, True]), "actor.betas: must be a list, each a finite number, got [0.9, True]"),
+    ],
+)
+def test_a_config_built_in_python_meets_the_same_checks(change: tuple, message: str) -> None:
+    config = load_config(TINY)
+    key, value = change
+    *path, name = key.split(".")
+    target = config
+    for part in path:
+        target = getattr(target, part)
+    setattr(target, name, value)
+    with pytest.raises(ConfigError) as caught:
+        validate(config)
+    assert str(caught.value) == message
+
+
+# Issue 51, item 8: a config file or an override that cannot be read is one line naming it, not a traceback.
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (b"name: caf\xe9\n", "is not UTF-8 text (invalid continuation byte at byte 9)"),
+        (b"- 1\n- 2\n", "holds a list, not a mapping of settings (key: value lines)"),
+        (b"5\n", "Invalid loaded object type: int"),
+        (b"env:\n  options: [1]\n", "env.options: Cannot merge incompatible container types"),
+    ],
+)
+def test_a_config_file_that_cannot_be_read_is_one_line(tmp_path: Path, text: bytes, message: str) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_bytes(text)
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("iterations=[", "iterations: '[' is not a valid value (did not find expected node content)"),
+        ("actor.lr={", "actor.lr: '{' is not a valid value (did not find expected node content)"),
+        ("name='abc", 'name: "\'abc" is not a valid value (found unexpected end of stream)'),
+        ("env.options.size=[[1]", "env.options.size: '[[1]' is not a valid value (did not find expected ',' or ']')"),
+        ("env.options=[1]", "env.options: Cannot merge incompatible container types (override 'env.options=[1]')"),
+    ],
+)
+def test_a_malformed_override_value_is_one_line(override: str, message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(TINY, [override])
+    assert str(caught.value).startswith(message) and "\n" not in str(caught.value)
+
+
+def test_the_shipped_study_and_testbed_specs_are_valid() -> None:
+    import yaml
+
+    from pyagentrl.testbed.spec import load_spec as load_testbed_spec
+    from pyagentrl.training.study import load_spec as load_study_spec
+
+    studies = sorted((CONFIGS.parent / "studies").glob("*.yaml"))
+    specs = [p for p in studies if "arms" in yaml.safe_load(p.read_text())]  # the others are train configs
+    assert len(specs) >= 2
+    for path in specs:  # each validates every family x arm train config
+        load_study_spec(path)
+    for path in sorted(set(studies) - set(specs)):  # the train configs the studies build on
+        validate(load_config(path))
+    testbeds = sorted((CONFIGS.parent / "testbed").glob("*.yaml"))
+    assert testbeds
+    for path in testbeds:
+        load_testbed_spec(path)

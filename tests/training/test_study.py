@@ -47,6 +47,11 @@ def _spec(tmp_path: Path, **changes: object) -> Path:
         ({"extra": 1}, "unknown keys"),
         ({"keep": "all"}, "keep must be one of model, checkpoints"),
         ({"arms": {"bad": {"algorithm.estimator": "ppo"}}}, "arm 'bad'.*estimator"),
+        # Issue 51: the name names directories; YAML's true is no seed or count; a seed must fit the run's.
+        ({"name": "../x"}, "name must be a word"),
+        ({"seeds": [True]}, "seeds must be a non-empty list of distinct ints"),
+        ({"seeds": [2**32]}, r"seeds must be .* in \[0, 2\^32 - 1\]"),
+        ({"eval_tasks": True}, "eval_tasks must be an int in"),
     ],
 )
 def test_bad_specs_are_refused_before_any_run(tmp_path: Path, changes: dict[str, object], match: str) -> None:

@@ -39,7 +39,7 @@ def _check_run(run: Path, iterations: int) -> list[dict]:
     latest = (run / "checkpoints" / "latest").read_text().strip()
     assert latest == f"iter_{iterations:06d}"
     ckpt = run / "checkpoints" / latest
-    assert (ckpt / "deepspeed").is_dir() and (ckpt / "model").is_dir() and (ckpt / "rng" / "rank0.pt").is_file()
+    assert (ckpt / "deepspeed").is_dir() and (ckpt / "model").is_dir() and (ckpt / "rng" / "rank0.json").is_file()
     assert json.loads((ckpt / "state.json").read_text())["next_iteration"] == iterations
     assert (run / "plots" / "curves.png").stat().st_size > 10_000
     assert any((run / "tensorboard").iterdir())

@@ -148,7 +148,7 @@ def test_pyagentrl_train_on_two_nodes_on_loopback(tmp_path):
     (row,) = read_metrics(run)
     assert row["world_size"] == 2 and row["episodes"] == 2 * 4
     ranks = run / "checkpoints" / "iter_000001" / "rng"
-    assert sorted(p.name for p in ranks.iterdir()) == ["rank0.pt", "rank1.pt"]
+    assert sorted(p.name for p in ranks.iterdir()) == ["rank0.json", "rank1.json"]
 
 
 def _zero3_partitioning_everything(tmp_path: Path) -> Path:

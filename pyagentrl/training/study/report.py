@@ -123,6 +123,8 @@ def _count(result: dict[str, Any]) -> str:
 
 
 def _rate(result: dict[str, Any]) -> str:
+    if result["ci95"] is None:  # one distinct task played greedily: one trial
+        return f"{result['success_rate']:.3f}, one trial (1 distinct task, greedy): no interval"
     low, high = result["ci95"]
     return f"{result['success_rate']:.3f}, Wilson 95 % {low:.3f}-{high:.3f}"
 

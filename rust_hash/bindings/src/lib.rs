@@ -34,7 +34,8 @@ fn raise(e: Error) -> PyErr {
     }
 }
 
-/// The pool of `num_threads` threads (0: rayon's global pool).
+/// The shared pool of `num_threads` threads, from the core's cache of a few sizes (0: rayon's global
+/// pool). `pyagentrl.hashing` caps `num_threads` at 4 x the cores before it gets here.
 fn pool(num_threads: usize) -> PyResult<Pool> {
     Pool::with_threads(num_threads).map_err(raise)
 }

@@ -6,8 +6,7 @@
 use crate::Error;
 use rayon::prelude::*;
 use rayon::{ThreadPool, ThreadPoolBuilder};
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 /// Rows handed to one rayon task: enough work to amortise scheduling on ~300-byte texts.
 pub const MIN_ROWS_PER_TASK: usize = 1024;
@@ -15,10 +14,59 @@ pub const MIN_ROWS_PER_TASK: usize = 1024;
 /// How many items ahead batch loops prefetch: enough in-flight cache misses to cover memory latency.
 pub const PREFETCH_AHEAD: usize = 8;
 
-/// The threads a batch runs on: rayon's global pool (RAYON_NUM_THREADS or all cores), or a pool
-/// of a fixed size, built on first use and kept for the life of the process.
+/// The threads a batch runs on: rayon's global pool (RAYON_NUM_THREADS or all cores), or a shared
+/// pool of a fixed size from a small cache ([`POOL_CACHE_SIZES`] sizes, least recently used dropped).
 #[derive(Clone, Default)]
 pub struct Pool(Option<Arc<ThreadPool>>);
+
+/// How many pool sizes are kept alive at once. A process uses one or two sizes in practice; the
+/// bound keeps the threads alive at most this many pools' worth, however many sizes are asked for
+/// (`pyagentrl.hashing` caps a size at 4 x the cores). A dropped pool's threads exit once the calls
+/// still running on it end; asking for its size again builds a new one.
+pub const POOL_CACHE_SIZES: usize = 4;
+
+/// Pools by size, most recently used last; at most `capacity` of them.
+struct PoolCache {
+    capacity: usize,
+    pools: Vec<(usize, Arc<ThreadPool>)>,
+    built: usize,
+}
+
+impl PoolCache {
+    const fn new(capacity: usize) -> Self {
+        Self {
+            capacity,
+            pools: Vec::new(),
+            built: 0,
+        }
+    }
+
+    /// The pool of `num_threads` (>= 1) threads: the cached one, or a new one that evicts the
+    /// least recently used size when the cache is full.
+    fn get(&mut self, num_threads: usize) -> Result<Arc<ThreadPool>, Error> {
+        if let Some(i) = self.pools.iter().position(|(size, _)| *size == num_threads) {
+            let entry = self.pools.remove(i);
+            let pool = entry.1.clone();
+            self.pools.push(entry);
+            return Ok(pool);
+        }
+        let pool = Arc::new(
+            ThreadPoolBuilder::new()
+                .num_threads(num_threads)
+                .build()
+                .map_err(|e| Error::ThreadPool(e.to_string()))?,
+        );
+        self.built += 1;
+        if self.pools.len() == self.capacity {
+            self.pools.remove(0);
+        }
+        self.pools.push((num_threads, pool.clone()));
+        Ok(pool)
+    }
+}
+
+/// The process's pool cache, shared by every call.
+static POOLS: Mutex<PoolCache> = Mutex::new(PoolCache::new(POOL_CACHE_SIZES));
 
 impl Pool {
     /// The pool of `num_threads` threads; 0 means rayon's global pool.
@@ -26,22 +74,11 @@ impl Pool {
         if num_threads == 0 {
             return Ok(Self(None));
         }
-        static POOLS: OnceLock<Mutex<HashMap<usize, Arc<ThreadPool>>>> = OnceLock::new();
-        let mut pools = POOLS
-            .get_or_init(Default::default)
+        let pool = POOLS
             .lock()
-            .expect("pool registry poisoned");
-        if let Some(p) = pools.get(&num_threads) {
-            return Ok(Self(Some(p.clone())));
-        }
-        let p = Arc::new(
-            ThreadPoolBuilder::new()
-                .num_threads(num_threads)
-                .build()
-                .map_err(|e| Error::ThreadPool(e.to_string()))?,
-        );
-        pools.insert(num_threads, p.clone());
-        Ok(Self(Some(p)))
+            .expect("pool cache poisoned")
+            .get(num_threads)?;
+        Ok(Self(Some(pool)))
     }
 
     /// Runs `f` with this pool's threads serving its parallel iterators.
@@ -137,6 +174,54 @@ mod tests {
         assert!(Arc::ptr_eq(a.0.as_ref().unwrap(), b.0.as_ref().unwrap()));
         assert_eq!(a.install(rayon::current_num_threads), 2);
         assert!(Pool::with_threads(0).expect("global").0.is_none());
+    }
+
+    #[test]
+    fn the_cache_reuses_a_size_and_keeps_at_most_its_capacity() {
+        let mut cache = PoolCache::new(3);
+        let two = cache.get(2).unwrap();
+        assert!(
+            Arc::ptr_eq(&two, &cache.get(2).unwrap()),
+            "the same size, the same pool"
+        );
+        assert_eq!(cache.built, 1);
+        // Many distinct sizes, round after round: the cache never holds more than 3 pools, and sizes
+        // that stay within the capacity are built once however often they are asked for.
+        for _ in 0..5 {
+            for size in 1..=8 {
+                cache.get(size).unwrap();
+                assert!(cache.pools.len() <= 3);
+            }
+        }
+        let built = cache.built;
+        for _ in 0..10 {
+            for size in [1, 2, 3] {
+                cache.get(size).unwrap();
+            }
+        }
+        assert_eq!(
+            cache.built,
+            built + 3,
+            "three sizes within the capacity: built once each"
+        );
+        assert_eq!(cache.pools.len(), 3);
+    }
+
+    #[test]
+    fn the_least_recently_used_size_is_dropped() {
+        let mut cache = PoolCache::new(2);
+        let one = cache.get(1).unwrap();
+        cache.get(2).unwrap();
+        cache.get(1).unwrap(); // 1 is now the most recent: 3 evicts 2
+        cache.get(3).unwrap();
+        let sizes: Vec<usize> = cache.pools.iter().map(|(size, _)| *size).collect();
+        assert_eq!(sizes, vec![1, 3]);
+        assert!(Arc::ptr_eq(&one, &cache.get(1).unwrap()));
+        // A dropped pool lives on while a caller holds it: eviction never pulls a pool from under a call.
+        let three = cache.get(3).unwrap();
+        cache.get(4).unwrap();
+        cache.get(5).unwrap();
+        assert_eq!(three.install(rayon::current_num_threads), 3);
     }
 
     #[test]
