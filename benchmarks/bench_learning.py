@@ -71,7 +71,14 @@ def run(estimator: str, out: Path, overrides: list[str], records: Path | None) -
     }
 
 
+def _distinct(entry: dict) -> str:
+    distinct = entry.get("distinct_tasks", entry["tasks"])
+    return f"{distinct} distinct task{'s' if distinct != 1 else ''}"
+
+
 def _score(entry: dict) -> str:
+    if entry["ci95"] is None:  # one distinct task played greedily: one trial
+        return f"{entry['successes']}/{entry['tasks']} (1 distinct task: one trial)"
     low, high = entry["ci95"]
     return f"{entry['successes']}/{entry['tasks']} ({low:.2f}-{high:.2f})"
 
@@ -83,7 +90,8 @@ def table(results: list[dict]) -> str:
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
-        apart = r["trained"]["ci95"][0] > r["untrained"]["ci95"][1]
+        ci_t, ci_u = r["trained"]["ci95"], r["untrained"]["ci95"]
+        apart = ci_t is not None and ci_u is not None and ci_t[0] > ci_u[1]
         first, last = r["train_success"][:3], r["train_success"][-3:]
         lines.append(
             f"| {r['estimator']} | {_score(r['untrained'])} | {_score(r['untrained']['greedy'])} | "
@@ -102,7 +110,8 @@ def baselines_text(results: list[dict]) -> str:
     mover, blind = baselines["random_mover"], baselines["blind_sequence"]
     low, high = mover["ci95"]
     return (
-        f"Baselines on the same {mover['tasks']} held-out tasks, scored by the runs: a uniform random mover "
+        f"Baselines on the same {mover['tasks']} held-out task seeds ({_distinct(mover)}), scored by the runs: a "
+        "uniform random mover "
         f"{mover['successes']:g}/{mover['tasks']} (mean of {mover['passes']} passes, 95 % CI {low:.2f}-{high:.2f}); "
         f"the best blind sequence of <= {blind['length']} moves chosen on task seeds {blind['selection_range'][0]}.."
         f"{blind['selection_range'][1]} ({', '.join(blind['sequence'])}) {_score(blind)}."
@@ -144,9 +153,11 @@ def write(results: list[dict], command: str) -> None:
         "`pyagentrl train train/configs/fixed-task.yaml` once per estimator: FrozenLake 4x4 with one map pinned "
         "for every task (`map_seed: 12`, random start and goal), the embedded SmolLM2-135M-Instruct, vLLM engine "
         "in bf16, full fine-tuning, conversation prompting with compact later turns, one row per episode. Held-out "
-        "score: 64 tasks (seeds 2^30.., the same map), one episode each, before the first update (untrained) and "
-        "after the last (trained), at the run's temperature 1 and greedy (the final checkpoint), with Wilson 95 % "
-        "intervals; 'apart' when the trained interval lies above the untrained one. 'training' sums the "
+        "score: 64 task seeds (2^30..), which are 1 distinct task (the pinned map, with its start and goal, is the "
+        "task the runs trained on) x 64 samples, one episode each, before the first update (untrained) and after "
+        "the last (trained), at the run's temperature 1 with Wilson 95 % intervals over the samples (that task's "
+        "success probability), and greedy (the final checkpoint): 64 copies of one deterministic episode, one "
+        "trial, no interval; 'apart' when the trained interval lies above the untrained one. 'training' sums the "
         "iterations' wall time (rollout, update, weight sync; not start-up or scoring).\n\n"
         f"{text}\n\n{baselines_text(results)}\n\nOne run (seed 0) per estimator: this shows that each of them "
         "raises the reward of the policy it trains, on the task it trains on, far above a random mover and up to "
