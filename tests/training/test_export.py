@@ -177,7 +177,7 @@ def test_bad_arguments_are_refused_in_one_line_before_any_work(checkpoints, tmp_
 def test_a_failed_export_leaves_nothing(checkpoints, tmp_path, monkeypatch):
     from pyagentrl.training import export
 
-    def broken(checkpoint: Path, out: Path) -> None:
+    def broken(checkpoint: Path, out: Path, trust_remote_code: bool) -> None:
         raise RuntimeError("disk full")
 
     monkeypatch.setattr(export, "_save_tokenizer", broken)
