@@ -118,8 +118,9 @@ def test_two_processes_make_the_same_update_as_one(tmp_path, saved_rollout, over
     a, b = torch.load(one, weights_only=False), torch.load(two, weights_only=False)
     # The ranks' scored shares, reassembled. Micro-batches of other shapes sum in another order, so the log-probs
     # differ by rounding that grows with their size: float32's default rtol and atol (one machine measured 1.1e-5,
-    # 2e-6 relative, over an atol of 1e-5 alone); a row put in the wrong place differs by O(1).
-    torch.testing.assert_close(a["old"], b["old"])
+    # 2e-6 relative, over an atol of 1e-5 alone; an AMD EPYC without native bf16 1.6e-5 at one of 14,208 entries);
+    # a row put in the wrong place differs by O(1).
+    torch.testing.assert_close(a["old"], b["old"], rtol=1.3e-6, atol=3e-5)
     from safetensors.torch import load_file
 
     from pyagentrl.rollout.models import tiny_model_path
@@ -268,7 +269,7 @@ def test_pyagentrl_train_on_two_processes(tmp_path, engine):
     (row,) = read_metrics(run)
     assert row["world_size"] == 2
     assert row["episodes"] == 2 * 4  # both ranks' task groups (one each), gathered whole
-    assert (run / "checkpoints" / "iter_000001" / "rng" / "rank1.pt").is_file()
+    assert (run / "checkpoints" / "iter_000001" / "rng" / "rank1.json").is_file()
     if engine == "hf":  # a run resumes only on as many processes as made it (ZeRO states, per-rank seeds)
         one = cli("train", "--resume", str(run), "iterations=2", check=False)
         assert one.returncode != 0 and "was saved by 2 process(es); resume it with 2" in one.stderr
